@@ -5,25 +5,26 @@ This is the project's own reference implementation of the harness contract
 ``_backward`` functions, with the semantics of
 ``torch.nn.functional.conv{1,2,3}d`` / ``conv_transpose{1,2,3}d``.
 
-One core serves every number of spatial axes. Three primitives do all the
-work (``_correlate``, ``_correlate_grad_weight``, ``_correlate_grad_input``);
-a transposed convolution is the input gradient of an ordinary one, and its
-backward pass reuses the forward primitives with the roles of the arrays
-swapped.
+One core serves every number of spatial axes: a cross-correlation and its
+gradients (``_correlate`` and ``_correlate_grads``, computed by
+``_einsum_engine``, whose docstring explains the layout and why it is fast).
+A transposed convolution is the input gradient of an ordinary one, and its
+backward pass reuses the same two primitives with the roles of the arrays
+swapped. This module holds the contract's entry points and the argument
+checks, which raise ``ValueError`` wherever torch raises.
 
-Inputs are never written to: the zero-padded copy of the input is our own
-array, and windows are read-only ``as_strided`` views of it built from its
-real strides. float16 is computed in float32 and cast back; float32 and
-float64 are computed in their own dtype.
+Inputs are never written to: all work happens on our own zero-padded copy
+of the input, and every window is a slice of that copy. float16 is computed
+in float32 and cast back; float32 and float64 in their own dtype.
 """
 
 from __future__ import annotations
 
-import itertools
 from typing import Optional, Sequence
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
+
+from . import _einsum_engine as _engine
 
 __all__ = [
     "conv1d", "conv2d", "conv3d",
@@ -35,9 +36,6 @@ __all__ = [
 
 Ints = tuple[int, ...]
 
-# einsum letters for up to three spatial axes: output positions and kernel taps
-_POS = "xyz"
-_TAP = "uvw"
 
 
 # ----------------------------------------------------------------------------
@@ -62,37 +60,6 @@ def _as_ints(value: Sequence[int] | int, nd: int, name: str) -> Ints:
     return out
 
 
-def _pad(x: np.ndarray, padding: Ints, dtype: np.dtype) -> np.ndarray:
-    """A fresh zero-padded copy of ``x`` (never a view of the caller's array)."""
-    nd = len(padding)
-    shape = x.shape[:2] + tuple(s + 2 * p for s, p in zip(x.shape[2:], padding))
-    xp = np.zeros(shape, dtype=dtype)
-    inner = (slice(None), slice(None)) + tuple(
-        slice(p, p + s) for s, p in zip(x.shape[2:], padding)
-    )
-    xp[inner] = x
-    assert xp.ndim == nd + 2
-    return xp
-
-
-def _windows(xp: np.ndarray, out_size: Ints, kernel: Ints, stride: Ints,
-             dilation: Ints) -> np.ndarray:
-    """Read-only view (N, C, *out_size, *kernel) of every window of ``xp``.
-
-    Built from ``xp``'s real strides. The last tap of the last window is at
-    ``stride*(out-1) + dilation*(k-1)`` along each axis, which callers keep
-    inside ``xp`` (the padded input is at least that long).
-    """
-    sp = xp.strides[2:]
-    for o, k, s, d, n in zip(out_size, kernel, stride, dilation, xp.shape[2:]):
-        if o > 0 and s * (o - 1) + d * (k - 1) >= n:
-            raise AssertionError("window view would read outside the array")
-    shape = xp.shape[:2] + tuple(out_size) + tuple(kernel)
-    strides = (xp.strides[:2] + tuple(a * s for a, s in zip(sp, stride))
-               + tuple(a * d for a, d in zip(sp, dilation)))
-    return as_strided(xp, shape=shape, strides=strides, writeable=False)
-
-
 def _out_size(size: Ints, kernel: Ints, stride: Ints, padding: Ints,
               dilation: Ints) -> Ints:
     return tuple((n + 2 * p - d * (k - 1) - 1) // s + 1
@@ -103,72 +70,38 @@ def _out_size(size: Ints, kernel: Ints, stride: Ints, padding: Ints,
 # the three primitives (cross-correlation, as torch's "convolution")
 # ----------------------------------------------------------------------------
 
-def _correlate(x: np.ndarray, w: np.ndarray, stride: Ints, padding: Ints,
+def _plan(x_shape: Ints, w_shape: Ints, groups: int, in_size: Ints, stride: Ints,
+          padding: Ints, dilation: Ints, out_size: Ints, dtype: np.dtype) -> _engine.Plan:
+    """Plan of correlate(x, w): x (N, C_in, *in_size), w (C_out, C_in/g, *k)."""
+    return _engine.make_plan(int(x_shape[0]), int(w_shape[1]) * groups, int(w_shape[0]),
+                             groups, tuple(in_size), tuple(w_shape[2:]), stride,
+                             padding, dilation, tuple(out_size), np.dtype(dtype))
+
+
+def _correlate(x: np.ndarray, w: np.ndarray, bias, stride: Ints, padding: Ints,
                dilation: Ints, groups: int, out_size: Ints) -> np.ndarray:
-    """y[n, o, i] = sum_{c, k} xpad[n, c, i*stride + k*dilation] * w[o, c, k].
+    """y[n, o, i] = sum_{c, k} xpad[n, c, i*stride + k*dilation] * w[o, c, k] + b[o].
 
     ``x``: (N, C_in, *S); ``w``: (C_out, C_in/groups, *K); returns
-    (N, C_out, *out_size) in ``x``'s dtype (the caller picks the compute dtype).
+    (N, C_out, *out_size) in ``w``'s dtype (the caller picks the compute
+    dtype; ``x`` may be float16, it is converted while being laid out).
     """
-    nd = x.ndim - 2
-    n, c_in = x.shape[:2]
-    c_out, cg = w.shape[:2]
-    kernel = w.shape[2:]
-    win = _windows(_pad(x, padding, x.dtype), out_size, kernel, stride, dilation)
-    win = win.reshape((n, groups, cg) + win.shape[2:])
-    wg = w.reshape((groups, c_out // groups, cg) + kernel)
-    pos, tap = _POS[:nd], _TAP[:nd]
-    y = np.einsum(f"ngc{pos}{tap},goc{tap}->ngo{pos}", win, wg, optimize=True)
-    return y.reshape((n, c_out) + tuple(out_size))
+    plan = _plan(x.shape, w.shape, groups, x.shape[2:], stride, padding, dilation,
+                 out_size, w.dtype)
+    return _engine.forward(plan, x, w, bias)
 
 
-def _correlate_grad_weight(x: np.ndarray, go: np.ndarray, stride: Ints,
-                           padding: Ints, dilation: Ints, groups: int,
-                           kernel: Ints) -> np.ndarray:
-    """d(sum y*go)/dw for ``_correlate``: (C_out, C_in/groups, *kernel)."""
-    nd = x.ndim - 2
-    n, c_in = x.shape[:2]
-    c_out = go.shape[1]
-    cg = c_in // groups
-    out_size = go.shape[2:]
-    win = _windows(_pad(x, padding, x.dtype), out_size, kernel, stride, dilation)
-    win = win.reshape((n, groups, cg) + win.shape[2:])
-    gog = go.reshape((n, groups, c_out // groups) + out_size)
-    pos, tap = _POS[:nd], _TAP[:nd]
-    gw = np.einsum(f"ngc{pos}{tap},ngo{pos}->goc{tap}", win, gog, optimize=True)
-    return gw.reshape((c_out, cg) + tuple(kernel))
+def _correlate_grads(x: Optional[np.ndarray], go: np.ndarray, w: np.ndarray,
+                     stride: Ints, padding: Ints, dilation: Ints, groups: int,
+                     in_size: Ints, want_input: bool, want_weight: bool):
+    """(d/dx, d/dw) of sum(correlate(x, w) * go); ``x`` only for d/dw.
 
-
-def _correlate_grad_input(go: np.ndarray, w: np.ndarray, stride: Ints,
-                          padding: Ints, dilation: Ints, groups: int,
-                          in_size: Ints) -> np.ndarray:
-    """d(sum y*go)/dx for ``_correlate``: (N, C_in, *in_size).
-
-    col2im: for each kernel offset k, the contribution go @ w[..., k] lands on
-    the padded input positions ``k*dilation + stride*i`` (a strided slice), so
-    no work is spent on inserted zeros, and trailing input positions that no
-    window reaches (a stride remainder) simply stay zero. Offsets are visited
-    in a fixed order, so the result is deterministic.
+    d/dx is (N, C_in, *in_size) and exactly zero where no window reads
+    (stride remainders); d/dw is (C_out, C_in/groups, *K).
     """
-    nd = go.ndim - 2
-    n, c_out = go.shape[:2]
-    cg = w.shape[1]
-    kernel = w.shape[2:]
-    out_size = go.shape[2:]
-    padded = tuple(s + 2 * p for s, p in zip(in_size, padding))
-    gxp = np.zeros((n, groups, cg) + padded, dtype=go.dtype)
-    gog = go.reshape((n, groups, c_out // groups) + tuple(out_size))
-    wg = w.reshape((groups, c_out // groups, cg) + tuple(kernel))
-    pos = _POS[:nd]
-    for k in itertools.product(*(range(kk) for kk in kernel)):
-        contrib = np.einsum(f"ngo{pos},goc->ngc{pos}", gog,
-                            wg[(slice(None),) * 3 + k], optimize=True)
-        dst = (slice(None),) * 3 + tuple(
-            slice(kk * d, kk * d + s * (o - 1) + 1, s)
-            for kk, d, s, o in zip(k, dilation, stride, out_size))
-        gxp[dst] += contrib
-    crop = (slice(None),) * 3 + tuple(slice(p, p + s) for s, p in zip(in_size, padding))
-    return gxp[crop].reshape((n, groups * cg) + tuple(in_size))
+    plan = _plan(go.shape, w.shape, groups, in_size,
+                 stride, padding, dilation, go.shape[2:], w.dtype)
+    return _engine.backward(plan, x, w, go, want_input, want_weight)
 
 
 # ----------------------------------------------------------------------------
@@ -251,10 +184,11 @@ def _check_transpose(x: np.ndarray, weight: np.ndarray, bias, stride: Ints,
     return out
 
 
-def _grad_bias(go: np.ndarray, bias) -> Optional[np.ndarray]:
+def _grad_bias(go: np.ndarray, bias, dtype: np.dtype) -> Optional[np.ndarray]:
+    """Sum of grad_output over batch and positions, accumulated in ``dtype``."""
     if bias is None:
         return None
-    return go.sum(axis=(0,) + tuple(range(2, go.ndim)))
+    return go.sum(axis=(0,) + tuple(range(2, go.ndim)), dtype=dtype)
 
 
 def _add_bias(y: np.ndarray, bias) -> np.ndarray:
@@ -267,13 +201,18 @@ def _add_bias(y: np.ndarray, bias) -> np.ndarray:
 # the contract's entry points (one N-d implementation of each)
 # ----------------------------------------------------------------------------
 
+def _cast(a: Optional[np.ndarray], dtype: np.dtype) -> Optional[np.ndarray]:
+    return None if a is None else a.astype(dtype, copy=False)
+
+
 def _conv_nd(nd, x, weight, bias, stride, padding, dilation, groups):
     x, weight, bias, cdt, stride, padding, dilation, groups = _prepare(
         nd, x, weight, bias, stride, padding, dilation, groups)
     out_size = _check_conv(x, weight, bias, stride, padding, dilation, groups)
-    y = _correlate(x.astype(cdt, copy=False), weight.astype(cdt, copy=False),
-                   stride, padding, dilation, groups, out_size)
-    y = _add_bias(y, None if bias is None else bias.astype(cdt, copy=False))
+    # x and grad_output are converted to the compute dtype while being laid
+    # out (no separate float16 -> float32 copy); weight and bias here.
+    y = _correlate(x, _cast(weight, cdt), _cast(bias, cdt), stride, padding,
+                   dilation, groups, out_size)
     return y.astype(x.dtype, copy=False)
 
 
@@ -286,15 +225,11 @@ def _conv_nd_backward(nd, grad_output, x, weight, bias, stride, padding,
     if go.shape != x.shape[:1] + weight.shape[:1] + out_size:
         raise ValueError(f"grad_output shape {go.shape} does not match the "
                          f"output shape {x.shape[:1] + weight.shape[:1] + out_size}")
-    goc = go.astype(cdt, copy=False)
-    xc = x.astype(cdt, copy=False)
-    wc = weight.astype(cdt, copy=False)
-    gx = _correlate_grad_input(goc, wc, stride, padding, dilation, groups, x.shape[2:])
-    gw = _correlate_grad_weight(xc, goc, stride, padding, dilation, groups, weight.shape[2:])
-    gb = _grad_bias(goc, bias)
+    gx, gw = _correlate_grads(x, go, _cast(weight, cdt), stride, padding, dilation,
+                              groups, x.shape[2:], True, True)
+    gb = _grad_bias(go, bias, cdt)
     dt = x.dtype
-    return (gx.astype(dt, copy=False), gw.astype(dt, copy=False),
-            None if gb is None else gb.astype(dt, copy=False))
+    return gx.astype(dt, copy=False), gw.astype(dt, copy=False), _cast(gb, dt)
 
 
 def _conv_transpose_nd(nd, x, weight, bias, stride, padding, output_padding,
@@ -305,10 +240,11 @@ def _conv_transpose_nd(nd, x, weight, bias, stride, padding, output_padding,
     out_size = _check_transpose(x, weight, bias, stride, padding, output_padding,
                                 dilation, groups)
     # A transposed convolution is the input gradient of the convolution whose
-    # weight (C_out_conv, C_in_conv/groups, *k) is this weight.
-    y = _correlate_grad_input(x.astype(cdt, copy=False), weight.astype(cdt, copy=False),
-                              stride, padding, dilation, groups, out_size)
-    y = _add_bias(y, None if bias is None else bias.astype(cdt, copy=False))
+    # weight (C_out_conv, C_in_conv/groups, *k) is this weight, with x in the
+    # role of that convolution's grad_output.
+    y, _ = _correlate_grads(None, x, _cast(weight, cdt), stride, padding, dilation,
+                            groups, out_size, True, False)
+    y = _add_bias(y, _cast(bias, cdt))
     return y.astype(x.dtype, copy=False)
 
 
@@ -324,21 +260,19 @@ def _conv_transpose_nd_backward(nd, grad_output, x, weight, bias, stride, paddin
     if go.shape != expect:
         raise ValueError(f"grad_output shape {go.shape} does not match the "
                          f"output shape {expect}")
-    goc = go.astype(cdt, copy=False)
-    xc = x.astype(cdt, copy=False)
-    wc = weight.astype(cdt, copy=False)
+    wc = _cast(weight, cdt)
     in_size = x.shape[2:]
-    # The forward map is the adjoint of _correlate(., weight); so its input
-    # gradient is _correlate itself (only the first in_size windows: with
-    # output_padding >= stride there would be one more), and its weight
-    # gradient is _correlate_grad_weight with grad_output as the "input".
-    gx = _correlate(goc, wc, stride, padding, dilation, groups, in_size)
-    gw = _correlate_grad_weight(goc, xc, stride, padding, dilation, groups,
-                                weight.shape[2:])
-    gb = _grad_bias(goc, bias)
+    # The forward map is the adjoint of correlate(., weight); so its input
+    # gradient is that correlation of grad_output (only the first in_size
+    # windows: with output_padding >= stride there would be one more), and
+    # its weight gradient is the correlation's weight gradient with
+    # grad_output in the role of the input and x in that of grad_output.
+    gx = _correlate(go, wc, None, stride, padding, dilation, groups, in_size)
+    _, gw = _correlate_grads(go, x, wc, stride, padding, dilation, groups,
+                             out_size, False, True)
+    gb = _grad_bias(go, bias, cdt)
     dt = x.dtype
-    return (gx.astype(dt, copy=False), gw.astype(dt, copy=False),
-            None if gb is None else gb.astype(dt, copy=False))
+    return gx.astype(dt, copy=False), gw.astype(dt, copy=False), _cast(gb, dt)
 
 
 def conv1d(x, weight, bias, *, stride, padding, dilation, groups):

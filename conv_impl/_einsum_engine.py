@@ -1,0 +1,352 @@
+"""The fast core of ``conv_impl.einsum``: chunked einsum contractions on a
+polyphase, flattened copy of the padded input.
+
+Why this layout. A cross-correlation with stride ``s`` and dilation ``d``
+reads, for output position ``i`` and kernel tap ``k``, the padded input at
+``u = i*s + k*d``. Split every padded axis into its ``s`` phases
+(``u = t*s + r``): tap ``k`` then reads phase ``r = (k*d) % s`` at
+``t = i + (k*d) // s``, i.e. a *shift* of the output grid by a constant.
+Lay each channel out as ``[phase][image][t_1 ... t_D]`` in one flat row and
+compute the output on the phase grid's full width (positions whose trailing
+coordinates fall past the real output are computed and thrown away): then
+the window of every tap over a run of output positions is one contiguous
+slice of that row, at a constant offset. So
+
+* the im2col matrix of a chunk of output positions is a stack of
+  contiguous slice copies (the "window copy"), kept cache-sized by chunking;
+* every contraction is a single 2-operand ``np.einsum`` that NumPy hands to
+  BLAS (``kq,ok->oq`` and friends) with a precomputed contraction path.
+  (NumPy's einsum lays a BLAS result out as [free indices of the second
+  operand, free indices of the first], so the operands are written in the
+  order that makes each result C-contiguous, with no transposing copy);
+* the input gradient is the same thing backwards: one einsum gives every
+  tap's contribution and each is added onto a contiguous slice (col2im),
+  so the stride's "inserted zeros" never exist and cost nothing;
+* a stride remainder is never even copied: only the part of the padded
+  input that some window reads is laid out, and the input gradient of the
+  rest stays zero.
+
+Grad-output values at the thrown-away positions are set to exactly zero, so
+they add exactly nothing to the weight and input gradients.
+
+Everything runs in a fixed order on one thread of Python (BLAS may use its
+own threads, whose summation order OpenBLAS keeps fixed), so results are
+bit-identical from call to call. Inputs are only ever read.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+Ints = tuple[int, ...]
+
+#: bytes of one chunk's window copy (im2col block); about the L2 cache
+CHUNK_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Geometry of one cross-correlation problem, computed once per shape."""
+
+    n: int                 # batch
+    c_in: int
+    c_out: int
+    groups: int
+    in_size: Ints          # unpadded input spatial size
+    kernel: Ints
+    stride: Ints
+    padding: Ints
+    dilation: Ints
+    out_size: Ints
+    grid: Ints             # Q: phase-grid size per axis
+    row: Ints              # R: flat stride of each grid axis (elements)
+    per_image: int         # M = prod(grid)
+    phases: tuple[Ints, ...]   # used phases (r_1..r_D), in layout order
+    offsets: Ints          # flat read offset of each kernel tap (C order of taps)
+    length: int            # elements per channel row, slack included
+    chunks: tuple[tuple[int, int, int, int], ...]  # (n0, n1, i0, i1)
+    direct: bool           # depthwise-style path (one input channel per group)
+    dtype: np.dtype
+
+    @property
+    def cg(self) -> int:
+        return self.c_in // self.groups
+
+    @property
+    def og(self) -> int:
+        return self.c_out // self.groups
+
+    @property
+    def taps(self) -> int:
+        return len(self.offsets)
+
+
+@functools.lru_cache(maxsize=256)
+def make_plan(n: int, c_in: int, c_out: int, groups: int, in_size: Ints,
+              kernel: Ints, stride: Ints, padding: Ints, dilation: Ints,
+              out_size: Ints, dtype: np.dtype) -> Plan:
+    """Lay out the phase grid, the taps' offsets and the chunks of a problem.
+
+    The caller guarantees ``stride*(out-1) + dilation*(k-1) < in + 2*padding``
+    on every axis.
+    """
+    nd = len(kernel)
+    # only the first `need` padded positions of each axis are ever read
+    need = tuple(s * (o - 1) + d * (k - 1) + 1
+                 for s, o, d, k in zip(stride, out_size, dilation, kernel))
+    grid = tuple(-(-m // s) for m, s in zip(need, stride))
+    row = tuple(math.prod(grid[a + 1:]) for a in range(nd))
+    per_image = math.prod(grid)
+    block = n * per_image  # one phase of one channel
+
+    taps = list(itertools.product(*(range(k) for k in kernel)))
+    phase_of = [tuple((k * d) % s for k, d, s in zip(t, dilation, stride)) for t in taps]
+    phases = tuple(sorted(set(phase_of)))
+    index = {ph: i for i, ph in enumerate(phases)}
+    offsets = tuple(
+        index[ph] * block + sum(((k * d) // s) * r
+                                for k, d, s, r in zip(t, dilation, stride, row))
+        for t, ph in zip(taps, phase_of))
+    slack = max(o - index[ph] * block for o, ph in zip(offsets, phase_of))
+    length = len(phases) * block + slack
+
+    cg = c_in // groups
+    direct = cg == 1 and groups > 1
+    rows_per_col = len(taps) * (c_in if direct else cg)
+    cols = max(1, CHUNK_BYTES // (rows_per_col * np.dtype(dtype).itemsize))
+    r1, o1 = row[0], out_size[0]
+    span = o1 * r1  # flat extent of one image's output rows
+    chunks = []
+    if span >= cols:
+        rows = max(1, cols // r1)
+        count = -(-o1 // rows)
+        rows = -(-o1 // count)  # balance the blocks
+        for i in range(n):
+            for i0 in range(0, o1, rows):
+                chunks.append((i, i + 1, i0, min(o1, i0 + rows)))
+    else:
+        imgs = max(1, (cols - span) // per_image + 1)
+        count = -(-n // imgs)
+        imgs = -(-n // count)
+        for n0 in range(0, n, imgs):
+            chunks.append((n0, min(n, n0 + imgs), 0, o1))
+    return Plan(n, c_in, c_out, groups, tuple(in_size), tuple(kernel), tuple(stride),
+                tuple(padding), tuple(dilation), tuple(out_size), grid, row, per_image,
+                phases, offsets, length, tuple(chunks), direct, np.dtype(dtype))
+
+
+# ----------------------------------------------------------------------------
+# layout conversions
+# ----------------------------------------------------------------------------
+
+def _phase_slices(plan: Plan, phase: Ints) -> tuple[tuple[slice, ...], tuple[slice, ...]]:
+    """Matching (grid, input) slices of one phase: grid t <-> input t*s + r - p."""
+    grid_sl, in_sl = [], []
+    for r, s, p, size, q in zip(phase, plan.stride, plan.padding, plan.in_size, plan.grid):
+        lo = max(0, -(-(p - r) // s))
+        hi = min(q, -(-(p + size - r) // s))
+        if hi <= lo:
+            return (), ()
+        grid_sl.append(slice(lo, hi))
+        start = lo * s + r - p
+        in_sl.append(slice(start, start + (hi - lo - 1) * s + 1, s))
+    return tuple(grid_sl), tuple(in_sl)
+
+
+def _grid_view(plan: Plan, flat: np.ndarray) -> np.ndarray:
+    """(C, phases, N, *grid) view of a (C, length) buffer."""
+    body = flat[:, :len(plan.phases) * plan.n * plan.per_image]
+    return body.reshape((flat.shape[0], len(plan.phases), plan.n) + plan.grid)
+
+
+def to_phases(plan: Plan, x: np.ndarray) -> np.ndarray:
+    """Padded input as (C_in, length) rows in the phase layout (a new array)."""
+    flat = np.zeros((plan.c_in, plan.length), dtype=plan.dtype)
+    view = _grid_view(plan, flat)
+    xt = x.transpose((1, 0) + tuple(range(2, x.ndim)))  # (C, N, *S)
+    for i, ph in enumerate(plan.phases):
+        g, s = _phase_slices(plan, ph)
+        if g:
+            view[(slice(None), i, slice(None)) + g] = xt[(slice(None), slice(None)) + s]
+    return flat
+
+
+def from_phases(plan: Plan, flat: np.ndarray) -> np.ndarray:
+    """Inverse of ``to_phases`` for a gradient: (N, C_in, *in_size), zero
+    wherever no window reads."""
+    out = np.zeros((plan.n, plan.c_in) + plan.in_size, dtype=plan.dtype)
+    view = _grid_view(plan, flat)
+    ot = out.transpose((1, 0) + tuple(range(2, out.ndim)))
+    for i, ph in enumerate(plan.phases):
+        g, s = _phase_slices(plan, ph)
+        if g:
+            ot[(slice(None), slice(None)) + s] = view[(slice(None), i, slice(None)) + g]
+    return out
+
+
+def _chunk_geometry(plan: Plan, chunk: tuple[int, int, int, int]) -> tuple[int, int, int]:
+    """(first flat position, number of positions, rows) of a chunk."""
+    n0, n1, i0, i1 = chunk
+    q0 = n0 * plan.per_image + i0 * plan.row[0]
+    size = (n1 - n0 - 1) * plan.per_image + (i1 - i0) * plan.row[0]
+    return q0, size, i1 - i0
+
+
+def _valid(plan: Plan, buf: np.ndarray, chunk: tuple[int, int, int, int]) -> np.ndarray:
+    """(C, images, rows, *out_size[1:]) view of the real outputs in a chunk's
+    (C, positions) buffer (built from the buffer's real strides)."""
+    n0, n1, i0, i1 = chunk
+    it = buf.strides[1]
+    shape = (buf.shape[0], n1 - n0, i1 - i0) + plan.out_size[1:]
+    strides = (buf.strides[0], plan.per_image * it) + tuple(r * it for r in plan.row)
+    return as_strided(buf, shape=shape, strides=strides)
+
+
+def _out_block(arr: np.ndarray, chunk, channels: slice) -> np.ndarray:
+    """(C, images, rows, ...) view of a chunk's block of an (N, C, *S) array."""
+    n0, n1, i0, i1 = chunk
+    blk = arr[n0:n1, channels, i0:i1]
+    return blk.transpose((1, 0) + tuple(range(2, arr.ndim)))
+
+
+@functools.lru_cache(maxsize=64)
+def _path(spec: str, *shapes: Ints) -> list:
+    """The contraction path einsum would pick, computed once per shape."""
+    ops = [np.empty(s, dtype=np.float32) for s in shapes]
+    return np.einsum_path(spec, *ops, optimize="optimal")[0]
+
+
+def _fill_cols(plan: Plan, xf: np.ndarray, rows: slice, q0: int, size: int,
+               cols: np.ndarray) -> None:
+    """Window copy: cols[tap, c, :] = xf[rows][c, offset[tap] + q0 : ... + size]."""
+    for t, off in enumerate(plan.offsets):
+        cols[t] = xf[rows, off + q0: off + q0 + size]
+
+
+# ----------------------------------------------------------------------------
+# forward, weight gradient, input gradient
+# ----------------------------------------------------------------------------
+
+def forward(plan: Plan, x: np.ndarray, w: np.ndarray,
+            bias: Optional[np.ndarray]) -> np.ndarray:
+    """y = correlate(x, w) + bias, shape (N, C_out, *out_size)."""
+    xf = to_phases(plan, x)
+    y = np.empty((plan.n, plan.c_out) + plan.out_size, dtype=plan.dtype)
+    G, og, cg, T = plan.groups, plan.og, plan.cg, plan.taps
+    nd = len(plan.kernel)
+    b = None if bias is None else bias.reshape((-1,) + (1,) * (nd + 1))
+    if plan.direct:
+        wd = np.ascontiguousarray(w.reshape(G, og, T))       # (g, o, tap)
+        for chunk in plan.chunks:
+            q0, size, _ = _chunk_geometry(plan, chunk)
+            cols = np.empty((T, G, size), dtype=plan.dtype)
+            _fill_cols(plan, xf, slice(None), q0, size, cols)
+            res = np.einsum("gok,kgq->goq", wd, cols).reshape(plan.c_out, size)
+            dst = _out_block(y, chunk, slice(None))
+            src = _valid(plan, res, chunk)
+            if b is None:
+                dst[...] = src
+            else:
+                np.add(src, b, out=dst)
+        return y
+    # (g, o, tap*c): weight columns in the window copy's (tap, c) order
+    wm = np.ascontiguousarray(
+        w.reshape(G, og, cg, T).transpose(0, 1, 3, 2)).reshape(G, og, T * cg)
+    for chunk in plan.chunks:
+        q0, size, _ = _chunk_geometry(plan, chunk)
+        path = _path("kq,ok->oq", (T * cg, size), (og, T * cg))
+        cols = np.empty((T, cg, size), dtype=plan.dtype) if T > 1 else None
+        for g in range(G):
+            rows = slice(g * cg, (g + 1) * cg)
+            if T > 1:
+                _fill_cols(plan, xf, rows, q0, size, cols)
+                a = cols.reshape(T * cg, size)
+            else:  # one tap: the window is a slice, no copy needed
+                off = plan.offsets[0]
+                a = xf[rows, off + q0: off + q0 + size]
+            res = np.einsum("kq,ok->oq", a, wm[g], optimize=path)
+            dst = _out_block(y, chunk, slice(g * og, (g + 1) * og))
+            src = _valid(plan, res, chunk)
+            if b is None:
+                dst[...] = src
+            else:
+                np.add(src, b[g * og:(g + 1) * og], out=dst)
+    return y
+
+
+def backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.ndarray,
+             want_input: bool, want_weight: bool
+             ) -> tuple[Optional[np.ndarray], Optional[np.ndarray]]:
+    """(grad_input, grad_weight) of ``correlate(x, w)`` for grad-output ``go``.
+
+    ``x`` is needed only for the weight gradient. Both gradients come from
+    one pass over the chunks: the grad-output chunk is laid out on the phase
+    grid (zeros at thrown-away positions), contracted with the window copy
+    for the weight gradient, and with the weight for the input gradient,
+    whose per-tap blocks are added onto contiguous slices (col2im).
+    """
+    G, og, cg, T = plan.groups, plan.og, plan.cg, plan.taps
+    xf = to_phases(plan, x) if want_weight else None
+    dxf = np.zeros((plan.c_in, plan.length), dtype=plan.dtype) if want_input else None
+    if plan.direct:
+        wd = np.ascontiguousarray(w.reshape(G, og, T))
+        gw = np.zeros((G, og, T), dtype=plan.dtype) if want_weight else None
+    else:
+        wm = np.ascontiguousarray(
+            w.reshape(G, og, cg, T).transpose(0, 1, 3, 2)).reshape(G, og, T * cg)
+        gw = np.zeros((G, og, T * cg), dtype=plan.dtype) if want_weight else None
+
+    for chunk in plan.chunks:
+        q0, size, _ = _chunk_geometry(plan, chunk)
+        if plan.direct:
+            gbuf = np.zeros((plan.c_out, size), dtype=plan.dtype)
+            _valid(plan, gbuf, chunk)[...] = _out_block(go, chunk, slice(None))
+            g3 = gbuf.reshape(G, og, size)
+            if want_weight:
+                cols = np.empty((T, G, size), dtype=plan.dtype)
+                _fill_cols(plan, xf, slice(None), q0, size, cols)
+                gw += np.einsum("goq,kgq->gok", g3, cols)
+            if want_input:
+                d = np.einsum("gok,goq->kgq", wd, g3)
+                for t, off in enumerate(plan.offsets):
+                    dxf[:, off + q0: off + q0 + size] += d[t]
+            continue
+        pw = _path("kq,oq->ok", (T * cg, size), (og, size))
+        pi = _path("oq,ok->kq", (og, size), (og, T * cg))
+        cols = np.empty((T, cg, size), dtype=plan.dtype) if (want_weight and T > 1) else None
+        gbuf = np.empty((og, size), dtype=plan.dtype)
+        for g in range(G):
+            rows = slice(g * cg, (g + 1) * cg)
+            gbuf.fill(0)
+            _valid(plan, gbuf, chunk)[...] = _out_block(go, chunk, slice(g * og, (g + 1) * og))
+            if want_weight:
+                if T > 1:
+                    _fill_cols(plan, xf, rows, q0, size, cols)
+                    a = cols.reshape(T * cg, size)
+                else:
+                    off = plan.offsets[0]
+                    a = xf[rows, off + q0: off + q0 + size]
+                gw[g] += np.einsum("kq,oq->ok", a, gbuf, optimize=pw)
+            if want_input:
+                d = np.einsum("oq,ok->kq", gbuf, wm[g], optimize=pi).reshape(T, cg, size)
+                for t, off in enumerate(plan.offsets):
+                    dxf[rows, off + q0: off + q0 + size] += d[t]
+    del xf
+    gx = from_phases(plan, dxf) if want_input else None
+    del dxf
+    gwo = None
+    if want_weight:
+        if plan.direct:
+            gwo = gw.reshape((plan.c_out, 1) + plan.kernel)
+        else:
+            gwo = gw.reshape(G, og, T, cg).transpose(0, 1, 3, 2).reshape(
+                (plan.c_out, cg) + plan.kernel)
+            gwo = np.ascontiguousarray(gwo)
+    return gx, gwo
