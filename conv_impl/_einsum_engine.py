@@ -48,7 +48,9 @@ from numpy.lib.stride_tricks import as_strided
 Ints = tuple[int, ...]
 
 #: bytes of one chunk's window copy (im2col block); about the L2 cache
-CHUNK_BYTES = 1 << 20
+CHUNK_BYTES = 1 << 21
+#: but at least this many output positions per chunk, for BLAS efficiency
+MIN_POSITIONS = 256
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ class Plan:
     length: int            # elements per channel row, slack included
     chunks: tuple[tuple[int, int, int, int], ...]  # (n0, n1, i0, i1)
     direct: bool           # depthwise-style path (one input channel per group)
+    tap_steps: Optional[Ints]  # flat step per kernel axis, when all taps share a phase
     dtype: np.dtype
 
     @property
@@ -120,7 +123,7 @@ def make_plan(n: int, c_in: int, c_out: int, groups: int, in_size: Ints,
     cg = c_in // groups
     direct = cg == 1 and groups > 1
     rows_per_col = len(taps) * (c_in if direct else cg)
-    cols = max(1, CHUNK_BYTES // (rows_per_col * np.dtype(dtype).itemsize))
+    cols = max(MIN_POSITIONS, CHUNK_BYTES // (rows_per_col * np.dtype(dtype).itemsize))
     r1, o1 = row[0], out_size[0]
     span = o1 * r1  # flat extent of one image's output rows
     chunks = []
@@ -137,9 +140,14 @@ def make_plan(n: int, c_in: int, c_out: int, groups: int, in_size: Ints,
         imgs = -(-n // count)
         for n0 in range(0, n, imgs):
             chunks.append((n0, min(n, n0 + imgs), 0, o1))
+    # With one phase (stride divides dilation), the taps' offsets are a
+    # regular grid, so a chunk's windows are one as_strided view.
+    tap_steps = None
+    if len(phases) == 1:
+        tap_steps = tuple((d // s) * r for d, s, r in zip(dilation, stride, row))
     return Plan(n, c_in, c_out, groups, tuple(in_size), tuple(kernel), tuple(stride),
                 tuple(padding), tuple(dilation), tuple(out_size), grid, row, per_image,
-                phases, offsets, length, tuple(chunks), direct, np.dtype(dtype))
+                phases, offsets, length, tuple(chunks), direct, tap_steps, np.dtype(dtype))
 
 
 # ----------------------------------------------------------------------------
@@ -230,6 +238,20 @@ def _fill_cols(plan: Plan, xf: np.ndarray, rows: slice, q0: int, size: int,
         cols[t] = xf[rows, off + q0: off + q0 + size]
 
 
+def _chunk_windows(plan: Plan, xf: np.ndarray, q0: int, size: int) -> np.ndarray:
+    """Read-only (taps, C, size) view: the windows of a chunk's positions.
+
+    Only for plans with ``tap_steps``; the taps axis is the kernel axes
+    flattened, which as_strided can express because the kernel grid's steps
+    are regular (tap t = (t_1..t_D) sits at sum t_a * step_a)."""
+    it = xf.strides[1]
+    base = xf[:, plan.offsets[0] + q0:]
+    view = as_strided(base, shape=plan.kernel + (xf.shape[0], size),
+                      strides=tuple(t * it for t in plan.tap_steps) + (xf.strides[0], it),
+                      writeable=False)
+    return view.reshape((plan.taps, xf.shape[0], size))
+
+
 # ----------------------------------------------------------------------------
 # forward, weight gradient, input gradient
 # ----------------------------------------------------------------------------
@@ -246,8 +268,11 @@ def forward(plan: Plan, x: np.ndarray, w: np.ndarray,
         wd = np.ascontiguousarray(w.reshape(G, og, T))       # (g, o, tap)
         for chunk in plan.chunks:
             q0, size, _ = _chunk_geometry(plan, chunk)
-            cols = np.empty((T, G, size), dtype=plan.dtype)
-            _fill_cols(plan, xf, slice(None), q0, size, cols)
+            if plan.tap_steps is not None:  # windows as a strided view, no copy
+                cols = _chunk_windows(plan, xf, q0, size)
+            else:
+                cols = np.empty((T, G, size), dtype=plan.dtype)
+                _fill_cols(plan, xf, slice(None), q0, size, cols)
             res = np.einsum("gok,kgq->goq", wd, cols).reshape(plan.c_out, size)
             dst = _out_block(y, chunk, slice(None))
             src = _valid(plan, res, chunk)
@@ -310,8 +335,11 @@ def backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.ndarray,
             _valid(plan, gbuf, chunk)[...] = _out_block(go, chunk, slice(None))
             g3 = gbuf.reshape(G, og, size)
             if want_weight:
-                cols = np.empty((T, G, size), dtype=plan.dtype)
-                _fill_cols(plan, xf, slice(None), q0, size, cols)
+                if plan.tap_steps is not None:
+                    cols = _chunk_windows(plan, xf, q0, size)
+                else:
+                    cols = np.empty((T, G, size), dtype=plan.dtype)
+                    _fill_cols(plan, xf, slice(None), q0, size, cols)
                 gw += np.einsum("goq,kgq->gok", g3, cols)
             if want_input:
                 d = np.einsum("gok,goq->kgq", wd, g3)

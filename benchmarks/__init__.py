@@ -1,0 +1,1 @@
+"""Benchmarks for conv_impl (see conv_speed.py)."""

@@ -1,0 +1,194 @@
+"""Time conv_impl.einsum's conv2d against torch.nn.functional.conv2d.
+
+Run from the repository root with one command:
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m benchmarks.conv_speed
+
+(or ``python benchmarks/conv_speed.py``; options: ``--dtypes float32``,
+``--layers 0,3``, ``--budget SECONDS``). Unsetting the two OpenBLAS variables
+matters only where the machine sets them: they pin NumPy's BLAS to an older
+kernel. The script prints which kernel NumPy's BLAS runs.
+
+Both sides run in this one process on one thread each (threadpoolctl for
+NumPy's BLAS, ``torch.set_num_threads(1)``), on the same data, in
+alternating runs so that drift in the machine's speed hits both alike. Per
+layer it reports the median time of each side and the ratio numpy/torch, for
+the forward pass alone and for forward + backward (input, weight and bias
+gradients), the geometric means of the ratios, and the peak memory traced by
+tracemalloc during one NumPy forward + backward, also as a multiple of the
+bytes of the arrays that forward + backward return.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+if __package__ in (None, ""):  # run as a script: make the repo importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+import torch
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from conv_impl import einsum as impl
+
+
+class Layer(NamedTuple):
+    n: int
+    c_in: int
+    c_out: int
+    hw: int
+    k: int
+    stride: int
+    pad: int
+    dilation: int
+    groups: int
+    note: str = ""
+
+    def label(self) -> str:
+        s = (f"N{self.n} {self.c_in}->{self.c_out} {self.hw}x{self.hw} k{self.k}"
+             f" s{self.stride} p{self.pad} d{self.dilation} g{self.groups}")
+        return s + (f" ({self.note})" if self.note else "")
+
+
+# The layers of issue 6: (N, C_in, C_out, H=W, k, stride, pad, dilation, groups)
+LAYERS = [
+    Layer(32, 3, 16, 32, 3, 1, 1, 1, 1),
+    Layer(16, 64, 64, 32, 3, 1, 1, 1, 1),
+    Layer(16, 128, 128, 16, 3, 1, 1, 1, 1),
+    Layer(16, 64, 128, 32, 3, 2, 1, 1, 1),
+    Layer(8, 32, 32, 32, 5, 1, 2, 1, 1),
+    Layer(64, 16, 16, 28, 1, 1, 0, 1, 1),
+    Layer(16, 32, 32, 32, 3, 1, 1, 1, 32, "depthwise"),
+    Layer(8, 64, 64, 32, 3, 1, 2, 2, 1, "dilated"),
+]
+
+
+def _median_alternating(fns: list[Callable[[], object]], budget: float) -> list[float]:
+    """Median wall time of each function, run in alternation.
+
+    One untimed warm-up each, then rounds of one call of each function until
+    ``budget`` seconds have passed (at least 3 rounds, at most 30).
+    """
+    for f in fns:
+        f()
+    times: list[list[float]] = [[] for _ in fns]
+    start = time.perf_counter()
+    rounds = 0
+    while rounds < 3 or (time.perf_counter() - start < budget and rounds < 30):
+        for f, t in zip(fns, times):
+            t0 = time.perf_counter()
+            f()
+            t.append(time.perf_counter() - t0)
+        rounds += 1
+    return [statistics.median(t) for t in times]
+
+
+def bench_layer(layer: Layer, dtype: np.dtype, budget: float) -> dict:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((layer.n, layer.c_in, layer.hw, layer.hw)).astype(dtype)
+    w = (rng.standard_normal((layer.c_out, layer.c_in // layer.groups, layer.k, layer.k))
+         / math.sqrt(layer.c_in // layer.groups * layer.k ** 2)).astype(dtype)
+    b = rng.standard_normal(layer.c_out).astype(dtype)
+    kw = dict(stride=(layer.stride,) * 2, padding=(layer.pad,) * 2,
+              dilation=(layer.dilation,) * 2, groups=layer.groups)
+    y_shape = impl.conv2d(x, w, b, **kw).shape
+    go = rng.standard_normal(y_shape).astype(dtype)
+
+    tx = torch.from_numpy(x).requires_grad_(True)
+    tw = torch.from_numpy(w).requires_grad_(True)
+    tb = torch.from_numpy(b).requires_grad_(True)
+    tgo = torch.from_numpy(go)
+    tkw = dict(stride=layer.stride, padding=layer.pad, dilation=layer.dilation,
+               groups=layer.groups)
+
+    def np_fwd():
+        return impl.conv2d(x, w, b, **kw)
+
+    def np_fwdbwd():
+        impl.conv2d(x, w, b, **kw)
+        return impl.conv2d_backward(go, x, w, b, **kw)
+
+    def torch_fwd():
+        with torch.no_grad():
+            return torch.nn.functional.conv2d(tx, tw, tb, **tkw)
+
+    def torch_fwdbwd():
+        tx.grad = tw.grad = tb.grad = None
+        y = torch.nn.functional.conv2d(tx, tw, tb, **tkw)
+        y.backward(tgo)
+
+    np_f, t_f = _median_alternating([np_fwd, torch_fwd], budget)
+    np_fb, t_fb = _median_alternating([np_fwdbwd, torch_fwdbwd], budget)
+
+    tracemalloc.start()
+    try:
+        y = impl.conv2d(x, w, b, **kw)
+        grads = impl.conv2d_backward(go, x, w, b, **kw)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    returned = np.asarray(y).nbytes + sum(np.asarray(g).nbytes for g in grads if g is not None)
+    return dict(np_f=np_f, t_f=t_f, np_fb=np_fb, t_fb=t_fb, peak=peak, returned=returned)
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dtypes", default="float32,float64")
+    ap.add_argument("--layers", default=None, help="comma-separated layer indices")
+    ap.add_argument("--budget", type=float, default=1.5,
+                    help="seconds of alternating runs per layer and measurement")
+    args = ap.parse_args(argv)
+    layers = LAYERS if args.layers is None else [LAYERS[int(i)] for i in args.layers.split(",")]
+
+    torch.set_num_threads(1)
+    with threadpool_limits(limits=1, user_api="blas"):
+        blas = [f"{i.get('internal_api')} {i.get('version')} arch={i.get('architecture')} "
+                f"threads={i.get('num_threads')}" for i in threadpool_info()
+                if i.get("user_api") == "blas"]
+        print(f"numpy {np.__version__} (BLAS: {'; '.join(blas)}), torch {torch.__version__} "
+              f"(threads={torch.get_num_threads()}), python {platform.python_version()}")
+        print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '<unset>')} "
+              f"OPENBLAS_L2_SIZE={os.environ.get('OPENBLAS_L2_SIZE', '<unset>')}")
+        print("times are medians in ms; ratio = numpy / torch; peak = tracemalloc peak of one "
+              "numpy fwd+bwd, and its multiple of the returned arrays' bytes\n")
+        summary = []
+        for name in args.dtypes.split(","):
+            dtype = np.dtype(name)
+            print(f"== {name}")
+            print(f"{'layer':<44} {'fwd np':>8} {'torch':>8} {'ratio':>6}   "
+                  f"{'f+b np':>8} {'torch':>8} {'ratio':>6}   {'peak MB':>8} {'x ret':>6}")
+            rf, rfb = [], []
+            for layer in layers:
+                r = bench_layer(layer, dtype, args.budget)
+                rf.append(r["np_f"] / r["t_f"])
+                rfb.append(r["np_fb"] / r["t_fb"])
+                print(f"{layer.label():<44} {r['np_f'] * 1e3:8.2f} {r['t_f'] * 1e3:8.2f} "
+                      f"{rf[-1]:6.2f}   {r['np_fb'] * 1e3:8.2f} {r['t_fb'] * 1e3:8.2f} "
+                      f"{rfb[-1]:6.2f}   {r['peak'] / 2**20:8.1f} "
+                      f"{r['peak'] / r['returned']:6.2f}", flush=True)
+            gf, gfb = _geomean(rf), _geomean(rfb)
+            print(f"{'geometric mean':<44} {'':>8} {'':>8} {gf:6.2f}   {'':>8} {'':>8} {gfb:6.2f}\n")
+            summary.append((name, gf, gfb))
+        print("targets (issue 6): float32 fwd <= 1.8, float32 fwd+bwd <= 2.0, "
+              "float64 fwd+bwd <= 0.8")
+        for name, gf, gfb in summary:
+            print(f"  {name}: fwd {gf:.2f}, fwd+bwd {gfb:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
