@@ -76,6 +76,7 @@ class Plan:
     chunks: tuple[tuple[int, int, int, int], ...]  # (n0, n1, i0, i1)
     direct: bool           # depthwise-style path (one input channel per group)
     tap_steps: Optional[Ints]  # flat step per kernel axis, when all taps share a phase
+    pointwise: bool        # 1x1... kernel, no padding: a plain channel contraction
     dtype: np.dtype
 
     @property
@@ -147,7 +148,8 @@ def make_plan(n: int, c_in: int, c_out: int, groups: int, in_size: Ints,
         tap_steps = tuple((d // s) * r for d, s, r in zip(dilation, stride, row))
     return Plan(n, c_in, c_out, groups, tuple(in_size), tuple(kernel), tuple(stride),
                 tuple(padding), tuple(dilation), tuple(out_size), grid, row, per_image,
-                phases, offsets, length, tuple(chunks), direct, tap_steps, np.dtype(dtype))
+                phases, offsets, length, tuple(chunks), direct, tap_steps,
+                all(k == 1 for k in kernel) and not any(padding), np.dtype(dtype))
 
 
 # ----------------------------------------------------------------------------
@@ -256,9 +258,80 @@ def _chunk_windows(plan: Plan, xf: np.ndarray, q0: int, size: int) -> np.ndarray
 # forward, weight gradient, input gradient
 # ----------------------------------------------------------------------------
 
+def _sampled(plan: Plan, a: np.ndarray) -> tuple:
+    """Index of the input positions a pointwise (1x1) kernel reads."""
+    return (slice(None), slice(None)) + tuple(
+        slice(0, s * (o - 1) + 1, s) for s, o in zip(plan.stride, plan.out_size))
+
+
+def _pointwise_specs(groups: int) -> dict[str, str]:
+    """einsum specs of the pointwise path; without a groups axis when there
+    is one group (NumPy then hands each to one BLAS call, not a batch)."""
+    if groups == 1:
+        return {"fwd": "ncq,oc->noq", "gw": "ncq,noq->oc", "gx": "noq,oc->ncq"}
+    return {"fwd": "ngcq,goc->ngoq", "gw": "ngcq,ngoq->goc", "gx": "ngoq,goc->ngcq"}
+
+
+def _pointwise_operand(plan: Plan, a: np.ndarray, channels: int) -> np.ndarray:
+    """(N, [G,] C/G, positions) view (or copy) of an (N, C, *S) array."""
+    q = a.shape[2:]
+    a = a.astype(plan.dtype, copy=False)
+    if plan.groups == 1:
+        return a.reshape(plan.n, channels, math.prod(q))
+    return a.reshape(plan.n, plan.groups, channels // plan.groups, math.prod(q))
+
+
+def _pointwise_weight(plan: Plan, w: np.ndarray) -> np.ndarray:
+    if plan.groups == 1:
+        return w.reshape(plan.c_out, plan.cg)
+    return w.reshape(plan.groups, plan.og, plan.cg)
+
+
+def _pointwise_forward(plan: Plan, x: np.ndarray, w: np.ndarray,
+                       bias: Optional[np.ndarray]) -> np.ndarray:
+    """A 1x1 kernel without padding: y[n, o] = w[o, :] . x[n, :, sampled]; one
+    einsum over (N, [groups,] C/groups, positions), no layout conversion."""
+    spec = _pointwise_specs(plan.groups)["fwd"]
+    xs = _pointwise_operand(plan, x[_sampled(plan, x)], plan.c_in)
+    wg = _pointwise_weight(plan, w)
+    r = np.einsum(spec, xs, wg, optimize=_path(spec, xs.shape, wg.shape))
+    r = r.reshape((plan.n, plan.c_out) + plan.out_size)
+    y = np.empty(r.shape, dtype=plan.dtype)
+    if bias is None:
+        np.copyto(y, r)
+    else:
+        np.add(r, bias.reshape((-1,) + (1,) * len(plan.out_size)), out=y)
+    return y
+
+
+def _pointwise_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray,
+                        go: np.ndarray, want_input: bool, want_weight: bool):
+    """Gradients of ``_pointwise_forward``; input positions the kernel does
+    not read (stride > 1) get zero."""
+    specs = _pointwise_specs(plan.groups)
+    gos = _pointwise_operand(plan, go, plan.c_out)
+    wg = _pointwise_weight(plan, w)
+    gx = gw = None
+    if want_weight:
+        xs = _pointwise_operand(plan, x[_sampled(plan, x)], plan.c_in)
+        gw = np.einsum(specs["gw"], xs, gos, optimize=_path(specs["gw"], xs.shape, gos.shape))
+        gw = np.ascontiguousarray(gw.reshape((plan.c_out, plan.cg) + plan.kernel))
+    if want_input:
+        d = np.einsum(specs["gx"], gos, wg, optimize=_path(specs["gx"], gos.shape, wg.shape))
+        d = d.reshape((plan.n, plan.c_in) + plan.out_size)
+        if plan.out_size == plan.in_size:
+            gx = np.ascontiguousarray(d)
+        else:
+            gx = np.zeros((plan.n, plan.c_in) + plan.in_size, dtype=plan.dtype)
+            gx[_sampled(plan, gx)] = d
+    return gx, gw
+
+
 def forward(plan: Plan, x: np.ndarray, w: np.ndarray,
             bias: Optional[np.ndarray]) -> np.ndarray:
     """y = correlate(x, w) + bias, shape (N, C_out, *out_size)."""
+    if plan.pointwise:
+        return _pointwise_forward(plan, x, w, bias)
     xf = to_phases(plan, x)
     y = np.empty((plan.n, plan.c_out) + plan.out_size, dtype=plan.dtype)
     G, og, cg, T = plan.groups, plan.og, plan.cg, plan.taps
@@ -317,6 +390,8 @@ def backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.ndarray,
     for the weight gradient, and with the weight for the input gradient,
     whose per-tap blocks are added onto contiguous slices (col2im).
     """
+    if plan.pointwise:
+        return _pointwise_backward(plan, x, w, go, want_input, want_weight)
     G, og, cg, T = plan.groups, plan.og, plan.cg, plan.taps
     xf = to_phases(plan, x) if want_weight else None
     dxf = np.zeros((plan.c_in, plan.length), dtype=plan.dtype) if want_input else None
