@@ -12,7 +12,8 @@ kernel. The script prints which kernel NumPy's BLAS runs.
 Both sides run in this one process on one thread each (threadpoolctl for
 NumPy's BLAS, ``torch.set_num_threads(1)``), on the same data, in
 alternating runs so that drift in the machine's speed hits both alike. Per
-layer it reports the median time of each side and the ratio numpy/torch, for
+layer it reports the median time (this thread's CPU time, or wall time
+with ``--wall``) of each side and the ratio numpy/torch, for
 the forward pass alone and for forward + backward (input, weight and bias
 gradients), the geometric means of the ratios, and the peak memory traced by
 tracemalloc during one NumPy forward + backward, also as a multiple of the
@@ -73,22 +74,28 @@ LAYERS = [
 ]
 
 
+#: the clock of the timings: this thread's CPU time by default (both sides
+#: run on this one thread, and on a shared machine wall time mostly measures
+#: the scheduler); ``--wall`` switches to wall time
+CLOCK: Callable[[], float] = time.thread_time
+
+
 def _median_alternating(fns: list[Callable[[], object]], budget: float) -> list[float]:
-    """Median wall time of each function, run in alternation.
+    """Median time of each function, run in alternation.
 
     One untimed warm-up each, then rounds of one call of each function until
-    ``budget`` seconds have passed (at least 3 rounds, at most 30).
+    ``budget`` seconds of wall time have passed (at least 5 rounds, at most 40).
     """
     for f in fns:
         f()
     times: list[list[float]] = [[] for _ in fns]
     start = time.perf_counter()
     rounds = 0
-    while rounds < 3 or (time.perf_counter() - start < budget and rounds < 30):
+    while rounds < 5 or (time.perf_counter() - start < budget and rounds < 40):
         for f, t in zip(fns, times):
-            t0 = time.perf_counter()
+            t0 = CLOCK()
             f()
-            t.append(time.perf_counter() - t0)
+            t.append(CLOCK() - t0)
         rounds += 1
     return [statistics.median(t) for t in times]
 
@@ -151,7 +158,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layers", default=None, help="comma-separated layer indices")
     ap.add_argument("--budget", type=float, default=1.5,
                     help="seconds of alternating runs per layer and measurement")
+    ap.add_argument("--wall", action="store_true",
+                    help="time with the wall clock instead of this thread's CPU time")
     args = ap.parse_args(argv)
+    global CLOCK
+    if args.wall:
+        CLOCK = time.perf_counter
     layers = LAYERS if args.layers is None else [LAYERS[int(i)] for i in args.layers.split(",")]
 
     torch.set_num_threads(1)
@@ -163,8 +175,10 @@ def main(argv: list[str] | None = None) -> int:
               f"(threads={torch.get_num_threads()}), python {platform.python_version()}")
         print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '<unset>')} "
               f"OPENBLAS_L2_SIZE={os.environ.get('OPENBLAS_L2_SIZE', '<unset>')}")
-        print("times are medians in ms; ratio = numpy / torch; peak = tracemalloc peak of one "
-              "numpy fwd+bwd, and its multiple of the returned arrays' bytes\n")
+        print(f"times are medians in ms of {'wall' if args.wall else 'thread CPU'} time; "
+              "ratio = numpy / torch; peak = tracemalloc peak of one numpy fwd+bwd, and "
+              "its multiple of the returned arrays' bytes")
+        print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs\n")
         summary = []
         for name in args.dtypes.split(","):
             dtype = np.dtype(name)
