@@ -268,42 +268,49 @@ def _sampled(plan: Plan, a: np.ndarray) -> tuple:
 
 
 def _pointwise_specs(groups: int) -> dict[str, str]:
-    """einsum specs of the pointwise path; without a groups axis when there
-    is one group (NumPy then hands each to one BLAS call, not a batch)."""
+    """einsum specs of the pointwise path.
+
+    The batch axis is in every operand (the weight is broadcast along it, a
+    stride-0 view), so NumPy runs each as one batched matmul whose result is
+    already laid out (N, C, positions) and can be written into a
+    preallocated output. The groups axis is left out when there is one group
+    (it would make NumPy merge axes by copying).
+    """
     if groups == 1:
-        return {"fwd": "ncq,oc->noq", "gw": "ncq,noq->oc", "gx": "noq,oc->ncq"}
-    return {"fwd": "ngcq,goc->ngoq", "gw": "ngcq,ngoq->goc", "gx": "ngoq,goc->ngcq"}
+        return {"fwd": "ncq,noc->noq", "gx": "noq,noc->ncq",
+                "gw": "ncq,noq->noc", "sum": "noc->oc"}
+    return {"fwd": "ngcq,ngoc->ngoq", "gx": "ngoq,ngoc->ngcq",
+            "gw": "ngcq,ngoq->ngoc", "sum": "ngoc->goc"}
 
 
 def _pointwise_operand(plan: Plan, a: np.ndarray, channels: int) -> np.ndarray:
     """(N, [G,] C/G, positions) view (or copy) of an (N, C, *S) array."""
-    q = a.shape[2:]
+    q = math.prod(a.shape[2:])
     a = a.astype(plan.dtype, copy=False)
     if plan.groups == 1:
-        return a.reshape(plan.n, channels, math.prod(q))
-    return a.reshape(plan.n, plan.groups, channels // plan.groups, math.prod(q))
+        return a.reshape(plan.n, channels, q)
+    return a.reshape(plan.n, plan.groups, channels // plan.groups, q)
 
 
 def _pointwise_weight(plan: Plan, w: np.ndarray) -> np.ndarray:
-    if plan.groups == 1:
-        return w.reshape(plan.c_out, plan.cg)
-    return w.reshape(plan.groups, plan.og, plan.cg)
+    """The weight as a read-only (N, [G,] C_out/G, C_in/G) broadcast view."""
+    wg = w.reshape(plan.c_out, plan.cg) if plan.groups == 1 else \
+        w.reshape(plan.groups, plan.og, plan.cg)
+    return np.broadcast_to(wg, (plan.n,) + wg.shape)
 
 
 def _pointwise_forward(plan: Plan, x: np.ndarray, w: np.ndarray,
                        bias: Optional[np.ndarray]) -> np.ndarray:
     """A 1x1 kernel without padding: y[n, o] = w[o, :] . x[n, :, sampled]; one
-    einsum over (N, [groups,] C/groups, positions), no layout conversion."""
+    einsum straight on the input (no layout conversion) into the output."""
     spec = _pointwise_specs(plan.groups)["fwd"]
     xs = _pointwise_operand(plan, x[_sampled(plan, x)], plan.c_in)
-    wg = _pointwise_weight(plan, w)
-    r = np.einsum(spec, xs, wg, optimize=_path(spec, xs.shape, wg.shape))
-    r = r.reshape((plan.n, plan.c_out) + plan.out_size)
-    y = np.empty(r.shape, dtype=plan.dtype)
-    if bias is None:
-        np.copyto(y, r)
-    else:
-        np.add(r, bias.reshape((-1,) + (1,) * len(plan.out_size)), out=y)
+    wb = _pointwise_weight(plan, w)
+    y = np.empty((plan.n, plan.c_out) + plan.out_size, dtype=plan.dtype)
+    np.einsum(spec, xs, wb, out=_pointwise_operand(plan, y, plan.c_out),
+              optimize=_path(spec, xs.shape, wb.shape))
+    if bias is not None:
+        y += bias.reshape((-1,) + (1,) * len(plan.out_size))
     return y
 
 
@@ -313,20 +320,24 @@ def _pointwise_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray,
     not read (stride > 1) get zero."""
     specs = _pointwise_specs(plan.groups)
     gos = _pointwise_operand(plan, go, plan.c_out)
-    wg = _pointwise_weight(plan, w)
     gx = gw = None
     if want_weight:
         xs = _pointwise_operand(plan, x[_sampled(plan, x)], plan.c_in)
-        gw = np.einsum(specs["gw"], xs, gos, optimize=_path(specs["gw"], xs.shape, gos.shape))
-        gw = np.ascontiguousarray(gw.reshape((plan.c_out, plan.cg) + plan.kernel))
+        per_image = np.einsum(specs["gw"], xs, gos,
+                              optimize=_path(specs["gw"], xs.shape, gos.shape))
+        gw = np.einsum(specs["sum"], per_image).reshape((plan.c_out, plan.cg) + plan.kernel)
     if want_input:
-        d = np.einsum(specs["gx"], gos, wg, optimize=_path(specs["gx"], gos.shape, wg.shape))
-        d = d.reshape((plan.n, plan.c_in) + plan.out_size)
-        if plan.out_size == plan.in_size:
-            gx = np.ascontiguousarray(d)
+        wb = _pointwise_weight(plan, w)
+        path = _path(specs["gx"], gos.shape, wb.shape)
+        full = plan.out_size == plan.in_size  # every input position is read
+        gx = (np.empty if full else np.zeros)((plan.n, plan.c_in) + plan.in_size,
+                                               dtype=plan.dtype)
+        if full:
+            np.einsum(specs["gx"], gos, wb, out=_pointwise_operand(plan, gx, plan.c_in),
+                      optimize=path)
         else:
-            gx = np.zeros((plan.n, plan.c_in) + plan.in_size, dtype=plan.dtype)
-            gx[_sampled(plan, gx)] = d
+            d = np.einsum(specs["gx"], gos, wb, optimize=path)
+            gx[_sampled(plan, gx)] = d.reshape((plan.n, plan.c_in) + plan.out_size)
     return gx, gw
 
 
