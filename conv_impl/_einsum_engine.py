@@ -435,6 +435,89 @@ def _direct_backward_one_phase(plan: Plan, x: Optional[np.ndarray], w: np.ndarra
     return gx, gwo
 
 
+def _layout_grad_output(plan: Plan, go: np.ndarray, margin: int) -> np.ndarray:
+    """grad_output on the flat grid (C_out, margin + N*M): zero in the front
+    margin and at every thrown-away position, so it adds exactly nothing."""
+    gfull = np.zeros((plan.c_out, margin + plan.n * plan.per_image), dtype=plan.dtype)
+    whole = (0, plan.n, 0, plan.out_size[0])
+    _valid(plan, gfull[:, margin:], whole)[...] = _out_block(go, whole, slice(None))
+    return gfull
+
+
+def _gemm_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.ndarray,
+                   want_input: bool, want_weight: bool):
+    """Backward of the GEMM path.
+
+    grad_output is laid out once on the grid (``_layout_grad_output``).
+    Weight gradient: per chunk of real output rows, the window copy of the
+    input against the grad-output slice, accumulated in chunk order.
+    Input gradient, as a gather rather than a scatter: position ``r`` of
+    input phase ``p`` receives, from each tap ``k`` of that phase,
+    ``w[:, :, k]^T g[r - shift_k]``. So per phase and chunk of positions, a
+    window copy of g (the phase's taps only: no work for the stride's
+    inserted zeros) and one einsum written straight into the input
+    gradient's layout, instead of one read-modify-write pass per tap.
+    """
+    G, og, cg, T = plan.groups, plan.og, plan.cg, plan.taps
+    block = plan.n * plan.per_image
+    shifts = [off % block for off in plan.offsets]
+    margin = max(shifts)
+    gfull = _layout_grad_output(plan, go, margin)
+    it = plan.dtype.itemsize
+    gw = gx = None
+    if want_weight:
+        xf = to_phases(plan, x)
+        wgrad = np.zeros((G, og, T * cg), dtype=plan.dtype)
+        cols = None
+        for chunk in plan.chunks:
+            q0, size, _ = _chunk_geometry(plan, chunk)
+            path = _path("kq,oq->ok", (T * cg, size), (og, size))
+            if T > 1 and (cols is None or cols.shape[2] != size):
+                cols = np.empty((T, cg, size), dtype=plan.dtype)
+            for g in range(G):
+                rows = slice(g * cg, (g + 1) * cg)
+                if T > 1:
+                    _fill_cols(plan, xf, rows, q0, size, cols)
+                    a = cols.reshape(T * cg, size)
+                else:
+                    off = plan.offsets[0]
+                    a = xf[rows, off + q0: off + q0 + size]
+                gsl = gfull[g * og:(g + 1) * og, margin + q0: margin + q0 + size]
+                wgrad[g] += np.einsum("kq,oq->ok", a, gsl, optimize=path)
+        del xf
+        gw = np.ascontiguousarray(
+            wgrad.reshape(G, og, T, cg).transpose(0, 1, 3, 2)).reshape(
+                (plan.c_out, cg) + plan.kernel)
+    if want_input:
+        dxf = np.empty((plan.c_in, len(plan.phases) * block), dtype=plan.dtype)
+        w4 = w.reshape(G, og, cg, T)
+        for p in range(len(plan.phases)):
+            taps = [t for t, off in enumerate(plan.offsets) if off // block == p]
+            kp = len(taps)
+            if kp == 0:
+                dxf[:, p * block:(p + 1) * block] = 0
+                continue
+            # (g, c, tap*o) in the order of the g-window copy's rows
+            wt = np.ascontiguousarray(
+                w4[:, :, :, taps].transpose(0, 2, 3, 1)).reshape(G, cg, kp * og)
+            step = max(MIN_POSITIONS, CHUNK_BYTES // (kp * og * it))
+            gcols = np.empty((kp, og, min(step, block)), dtype=plan.dtype)
+            for r0 in range(0, block, step):
+                size = min(step, block - r0)
+                path = _path("kq,ck->cq", (kp * og, size), (cg, kp * og))
+                buf = gcols[:, :, :size]
+                for g in range(G):
+                    grows = slice(g * og, (g + 1) * og)
+                    for j, t in enumerate(taps):
+                        start = margin + r0 - shifts[t]
+                        buf[j] = gfull[grows, start: start + size]
+                    np.einsum("kq,ck->cq", buf.reshape(kp * og, size), wt[g], optimize=path,
+                              out=dxf[g * cg:(g + 1) * cg, p * block + r0: p * block + r0 + size])
+        del gfull
+        gx = from_phases(plan, dxf)
+    return gx, gw
+
+
 def backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.ndarray,
              want_input: bool, want_weight: bool
              ) -> tuple[Optional[np.ndarray], Optional[np.ndarray]]:
@@ -450,61 +533,28 @@ def backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.ndarray,
         return _pointwise_backward(plan, x, w, go, want_input, want_weight)
     if plan.direct and plan.tap_steps is not None:
         return _direct_backward_one_phase(plan, x, w, go, want_input, want_weight)
+    if not plan.direct:
+        return _gemm_backward(plan, x, w, go, want_input, want_weight)
     G, og, cg, T = plan.groups, plan.og, plan.cg, plan.taps
     xf = to_phases(plan, x) if want_weight else None
     dxf = np.zeros((plan.c_in, plan.length), dtype=plan.dtype) if want_input else None
-    if plan.direct:
-        wd = np.ascontiguousarray(w.reshape(G, og, T))
-        gw = np.zeros((G, og, T), dtype=plan.dtype) if want_weight else None
-    else:
-        wm = np.ascontiguousarray(
-            w.reshape(G, og, cg, T).transpose(0, 1, 3, 2)).reshape(G, og, T * cg)
-        gw = np.zeros((G, og, T * cg), dtype=plan.dtype) if want_weight else None
-
+    wd = np.ascontiguousarray(w.reshape(G, og, T))
+    gw = np.zeros((G, og, T), dtype=plan.dtype) if want_weight else None
     for chunk in plan.chunks:
         q0, size, _ = _chunk_geometry(plan, chunk)
-        if plan.direct:
-            gbuf = np.zeros((plan.c_out, size), dtype=plan.dtype)
-            _valid(plan, gbuf, chunk)[...] = _out_block(go, chunk, slice(None))
-            g3 = gbuf.reshape(G, og, size)
-            if want_weight:
-                cols = np.empty((T, G, size), dtype=plan.dtype)
-                _fill_cols(plan, xf, slice(None), q0, size, cols)
-                gw += np.einsum("goq,kgq->gok", g3, cols)
-            if want_input:
-                d = np.einsum("gok,goq->kgq", wd, g3)
-                for t, off in enumerate(plan.offsets):
-                    dxf[:, off + q0: off + q0 + size] += d[t]
-            continue
-        pw = _path("kq,oq->ok", (T * cg, size), (og, size))
-        pi = _path("oq,ok->kq", (og, size), (og, T * cg))
-        cols = np.empty((T, cg, size), dtype=plan.dtype) if (want_weight and T > 1) else None
-        gbuf = np.empty((og, size), dtype=plan.dtype)
-        for g in range(G):
-            rows = slice(g * cg, (g + 1) * cg)
-            gbuf.fill(0)
-            _valid(plan, gbuf, chunk)[...] = _out_block(go, chunk, slice(g * og, (g + 1) * og))
-            if want_weight:
-                if T > 1:
-                    _fill_cols(plan, xf, rows, q0, size, cols)
-                    a = cols.reshape(T * cg, size)
-                else:
-                    off = plan.offsets[0]
-                    a = xf[rows, off + q0: off + q0 + size]
-                gw[g] += np.einsum("kq,oq->ok", a, gbuf, optimize=pw)
-            if want_input:
-                d = np.einsum("oq,ok->kq", gbuf, wm[g], optimize=pi).reshape(T, cg, size)
-                for t, off in enumerate(plan.offsets):
-                    dxf[rows, off + q0: off + q0 + size] += d[t]
+        gbuf = np.zeros((plan.c_out, size), dtype=plan.dtype)
+        _valid(plan, gbuf, chunk)[...] = _out_block(go, chunk, slice(None))
+        g3 = gbuf.reshape(G, og, size)
+        if want_weight:
+            cols = np.empty((T, G, size), dtype=plan.dtype)
+            _fill_cols(plan, xf, slice(None), q0, size, cols)
+            gw += np.einsum("goq,kgq->gok", g3, cols)
+        if want_input:
+            d = np.einsum("gok,goq->kgq", wd, g3)
+            for t, off in enumerate(plan.offsets):
+                dxf[:, off + q0: off + q0 + size] += d[t]
     del xf
     gx = from_phases(plan, dxf) if want_input else None
     del dxf
-    gwo = None
-    if want_weight:
-        if plan.direct:
-            gwo = gw.reshape((plan.c_out, 1) + plan.kernel)
-        else:
-            gwo = gw.reshape(G, og, T, cg).transpose(0, 1, 3, 2).reshape(
-                (plan.c_out, cg) + plan.kernel)
-            gwo = np.ascontiguousarray(gwo)
+    gwo = None if gw is None else gw.reshape((plan.c_out, 1) + plan.kernel)
     return gx, gwo
