@@ -1,0 +1,18 @@
+"""Hypothesis strategies for valid convolution problems and their data.
+
+    from strategies import conv_cases, conv_problems
+
+`conv_problems(op)` draws parameters (a `ConvProblem`), `conv_cases(op)` adds
+values and memory layouts (a `ConvCase`). Both take the implementation's
+`Capabilities` to narrow what is drawn.
+"""
+
+from harness.capabilities import Capabilities
+from harness.problem import ConvCase, ConvProblem
+from strategies.cases import array_values, cases_for, conv_cases, features, layouts, values
+from strategies.problems import DEFAULT_BOUNDS, Bounds, conv_problems
+
+__all__ = [
+    "Bounds", "Capabilities", "ConvCase", "ConvProblem", "DEFAULT_BOUNDS", "array_values",
+    "cases_for", "conv_cases", "conv_problems", "features", "layouts", "values",
+]

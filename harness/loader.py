@@ -1,0 +1,176 @@
+"""Loading an implementation under test from a spec (contract section 1).
+
+A spec is a file path (``path/to/mine.py``), a dotted module name
+(``my_pkg.conv``), either followed by ``:attr`` naming a module, class or
+instance inside it (``my_pkg.conv:Impl``). Anything that goes wrong is one
+`SpecError` whose message names the spec and the reason; the pytest plugin
+turns it into a usage error (exit status 4).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import io
+import re
+import sys
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+from harness.capabilities import Capabilities, CapabilitiesError
+from harness.problem import OPS
+
+CONTRACT_FUNCTIONS: tuple[str, ...] = tuple(
+    name for op in OPS.values() for name in (op.name, op.backward_name))
+DEFAULT_SPEC = "conv_impl.einsum"
+
+_ATTRIBUTE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+class SpecError(Exception):
+    """An implementation spec that cannot be loaded; the message says why."""
+
+
+@dataclass
+class Implementation:
+    """A loaded implementation: its contract functions and capabilities."""
+
+    spec: str
+    name: str
+    target: Any
+    functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    capabilities: Capabilities = field(default_factory=Capabilities)
+
+    def has(self, function: str) -> bool:
+        return function in self.functions
+
+    def function(self, name: str) -> Callable[..., Any]:
+        return self.functions[name]
+
+    def missing(self) -> list[str]:
+        return [name for name in CONTRACT_FUNCTIONS if name not in self.functions]
+
+
+def split_spec(spec: str) -> tuple[str, str | None]:
+    """``"mod:attr"`` -> (``"mod"``, ``"attr"``); no attribute -> (spec, None)."""
+    module, sep, attr = spec.rpartition(":")
+    if sep and module and _ATTRIBUTE.match(attr):
+        return module, attr
+    return spec, None
+
+
+def _is_path(module: str) -> bool:
+    return module.endswith(".py") or "/" in module or "\\" in module or Path(module).is_file()
+
+
+def short_name(spec: str) -> str:
+    """What test ids call the implementation: a file's stem, or the dotted name."""
+    module, attr = split_spec(spec)
+    base = Path(module).stem if _is_path(module) else module
+    return f"{base}:{attr}" if attr else base
+
+
+@contextlib.contextmanager
+def _quiet() -> Any:
+    """Keep what an implementation prints or warns on import out of the run."""
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _import_file(spec: str, path: Path) -> ModuleType:
+    if not path.is_file():
+        raise SpecError(f"--impl {spec!r}: no such file {str(path)!r}")
+    name = f"_conv_impl_under_test_{abs(hash(str(path.resolve())))}"
+    if name in sys.modules:
+        return sys.modules[name]
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    if module_spec is None or module_spec.loader is None:
+        raise SpecError(f"--impl {spec!r}: {str(path)!r} is not a Python module")
+    module = importlib.util.module_from_spec(module_spec)
+    # The file's folder goes on sys.path so that it can import its neighbours.
+    sys.path.insert(0, str(path.resolve().parent))
+    sys.modules[name] = module
+    try:
+        with _quiet():
+            module_spec.loader.exec_module(module)
+    except BaseException as exc:
+        del sys.modules[name]
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise SpecError(f"--impl {spec!r}: importing {str(path)!r} raised "
+                        f"{type(exc).__name__}: {exc}") from None
+    finally:
+        sys.path.remove(str(path.resolve().parent))
+    return module
+
+
+def _import_dotted(spec: str, dotted: str) -> ModuleType:
+    try:
+        with _quiet():
+            return importlib.import_module(dotted)
+    except ModuleNotFoundError as exc:
+        if exc.name and (dotted == exc.name or dotted.startswith(exc.name + ".")):
+            raise SpecError(f"--impl {spec!r}: no module named {exc.name!r} "
+                            "(nor a file of that name)") from None
+        raise SpecError(f"--impl {spec!r}: importing {dotted!r} raised "
+                        f"ModuleNotFoundError: {exc}") from None
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise SpecError(f"--impl {spec!r}: importing {dotted!r} raised "
+                        f"{type(exc).__name__}: {exc}") from None
+
+
+def _resolve_attribute(spec: str, module: ModuleType, attr: str) -> Any:
+    target: Any = module
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise SpecError(f"--impl {spec!r}: {module.__name__ if target is module else attr!r}"
+                            f" has no attribute {part!r}")
+        target = getattr(target, part)
+    if inspect.isclass(target) and any(
+            inspect.isfunction(inspect.getattr_static(target, name, None))
+            for name in CONTRACT_FUNCTIONS):
+        try:  # a class whose functions are instance methods: use an instance
+            with _quiet():
+                target = target()
+        except Exception as exc:
+            raise SpecError(f"--impl {spec!r}: cannot construct {attr}() to call its methods: "
+                            f"{type(exc).__name__}: {exc}") from None
+    return target
+
+
+def load_implementation(spec: str) -> Implementation:
+    """Import ``spec`` and collect its contract functions and CAPABILITIES."""
+    spec = spec.strip()
+    if not spec:
+        raise SpecError("--impl '': empty implementation spec")
+    module_name, attr = split_spec(spec)
+    if _is_path(module_name):
+        module = _import_file(spec, Path(module_name).expanduser())
+    else:
+        module = _import_dotted(spec, module_name)
+    target = _resolve_attribute(spec, module, attr) if attr else module
+    functions: dict[str, Callable[..., Any]] = {}
+    for name in CONTRACT_FUNCTIONS:
+        fn = getattr(target, name, None)
+        if fn is None:
+            continue
+        if not callable(fn):
+            raise SpecError(f"--impl {spec!r}: {name} is a {type(fn).__name__}, not a function")
+        functions[name] = fn
+    if not functions:
+        raise SpecError(f"--impl {spec!r}: provides none of the contract's functions "
+                        f"({', '.join(CONTRACT_FUNCTIONS)})")
+    try:
+        capabilities = Capabilities.from_mapping(getattr(target, "CAPABILITIES", None))
+    except CapabilitiesError as exc:
+        raise SpecError(f"--impl {spec!r}: {exc}") from None
+    return Implementation(spec=spec, name=short_name(spec), target=target,
+                          functions=functions, capabilities=capabilities)

@@ -1,0 +1,157 @@
+"""The harness's pytest plugin: options, loading implementations, parametrising.
+
+It is registered as a ``pytest11`` entry point (see pyproject.toml), not from
+conftest.py, because pytest chooses its rootdir, config file and initial
+conftests from the command line *before* it reads any conftest: in
+``pytest --impl /elsewhere/mine.py`` it first takes the path for a test path.
+An entry-point plugin is loaded early enough to declare the options and put
+that right (`_repair_path_options`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+import pytest
+
+from harness.calling import DEFAULT_TIMEOUT
+from harness.checks import CHECKS, needed_function
+from harness.failures import DEFAULT_FAILURES_DIR
+from harness.loader import DEFAULT_SPEC, Implementation, SpecError, load_implementation
+from harness.problem import OPS
+
+IMPLEMENTATIONS = pytest.StashKey[list[Implementation]]()
+PATH_OPTIONS = ("--impl", "--conv-failures", "--replay")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One implementation and one operation: what a conformance test runs on."""
+
+    impl: Implementation
+    op: str
+    timeout: float | None
+    failures_dir: Path
+
+    def __str__(self) -> str:
+        return f"{self.impl.name}-{self.op}"
+
+    def _repr_pretty_(self, printer, cycle) -> None:  # how Hypothesis prints it
+        printer.text(f"Target({self.impl.spec!r}, {self.op!r})")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("conv-harness", "convolution conformance harness")
+    group.addoption(
+        "--impl", action="append", default=[], metavar="SPEC",
+        help="implementation under test: a file path, a dotted module, or either with "
+             ":attr (module, class or instance); may be given several times. "
+             f"Default: $CONV_IMPL, else {DEFAULT_SPEC}.")
+    group.addoption(
+        "--conv-failures", default=DEFAULT_FAILURES_DIR, metavar="DIR",
+        help=f"folder for the JSON case file of each shrunk failure (default "
+             f"{DEFAULT_FAILURES_DIR}/)")
+    group.addoption(
+        "--conv-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+        help=f"time limit per call of the implementation (default {DEFAULT_TIMEOUT:g}; "
+             "0: none)")
+
+
+def _positional_option_values(args: list[str]) -> list[str]:
+    """The words given as separate values of our path options (``--impl X``)."""
+    return [args[i + 1] for i, word in enumerate(args[:-1]) if word in PATH_OPTIONS]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
+    _repair_path_options(early_config, args)
+
+
+def _repair_path_options(config: pytest.Config, args: list[str]) -> None:
+    """Undo pytest's early reading of ``--impl PATH`` as a test path.
+
+    Before any plugin option is known, pytest chose the rootdir and config
+    file from all free words, the value of ``--impl /elsewhere/mine.py``
+    included, so the run would collect that file, lose this project's
+    settings and tests, and skip its conftest. Now that the options are known
+    the free words are right; if they differ, choose rootdir and config again
+    from them exactly as pytest does. (pytest has no public hook for this:
+    it sets the private attributes that `Config.parse` set.)
+    """
+    from _pytest.config.findpaths import determine_setup
+
+    values = _positional_option_values(args)
+    ns = config.known_args_namespace
+    if not values:
+        return
+    free = [word for word in ns.file_or_dir if word not in values]
+    ns.file_or_dir = free
+    rootpath, inipath, inicfg, ignored = determine_setup(
+        inifile=ns.inifilename, override_ini=ns.override_ini, args=free,
+        rootdir_cmd_arg=ns.rootdir or None, invocation_dir=config.invocation_params.dir)
+    if (rootpath, inipath) == (config.rootpath, config.inipath):
+        return
+    config._rootpath = rootpath
+    config._inipath = inipath
+    config._inicfg = inicfg
+    config._ignored_config_files = ignored
+    config._inicache.clear()
+    config._parser.extra_info["rootdir"] = str(rootpath)
+    config._parser.extra_info["inifile"] = str(inipath)
+    ns.confcutdir = str(inipath.parent if inipath is not None else rootpath)
+
+
+def requested_specs(config: pytest.Config) -> list[str]:
+    specs = list(config.getoption("--impl"))
+    if not specs:
+        env = os.environ.get("CONV_IMPL", "").strip()
+        specs = [env] if env else [DEFAULT_SPEC]
+    return list(dict.fromkeys(specs))  # the same spec twice is checked once
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "conv_check(name): a conformance test running the named check")
+    impls: list[Implementation] = []
+    for spec in requested_specs(config):
+        try:
+            impls.append(load_implementation(spec))
+        except SpecError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    names = [impl.name for impl in impls]
+    for impl in impls:  # two files called mine.py: tell them apart by their spec
+        if names.count(impl.name) > 1:
+            impl.name = impl.spec
+    config.stash[IMPLEMENTATIONS] = impls
+
+
+def targets(config: pytest.Config, check: str) -> list[Target]:
+    """Every (implementation, op) that provides what ``check`` calls."""
+    out = []
+    timeout = config.getoption("--conv-timeout") or None
+    failures = Path(config.getoption("--conv-failures"))
+    if not failures.is_absolute():
+        failures = Path(config.invocation_params.dir) / failures
+    for impl in config.stash[IMPLEMENTATIONS]:
+        for op, spec in OPS.items():
+            needed = needed_function(check, op)
+            provided = (impl.has(needed) if needed else
+                        impl.has(op) or impl.has(spec.backward_name))
+            if provided:
+                out.append(Target(impl, op, timeout, failures))
+    return out
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marker = metafunc.definition.get_closest_marker("conv_check")
+    if marker is None or "target" not in metafunc.fixturenames:
+        return
+    check = marker.args[0]
+    if check not in CHECKS:
+        raise pytest.UsageError(f"conv_check({check!r}): unknown check; known: {CHECKS}")
+    metafunc.parametrize("target", targets(metafunc.config, check), ids=str)
+
+
+def loaded_implementations(config: pytest.Config) -> list[Implementation]:
+    return config.stash.get(IMPLEMENTATIONS, [])

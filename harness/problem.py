@@ -1,0 +1,226 @@
+"""What a convolution problem is: its operation, geometry, dtype, and values.
+
+`ConvProblem` holds the parameters (the contract's ``params``); `ConvCase` adds
+the arrays and the memory layout each array is handed over in. Both are plain
+data: the strategies build them, the oracle and the checks read them, the
+failure files serialise them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+# float64 first: the simplest dtype to read is the one shrinking heads for.
+DTYPES: tuple[str, ...] = ("float64", "float32", "float16")
+LAYOUTS: tuple[str, ...] = ("C", "F", "strided", "reversed")
+ARRAY_NAMES: tuple[str, ...] = ("x", "weight", "bias", "grad_output")
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One operation of the contract, e.g. ``conv2d`` or ``conv_transpose3d``."""
+
+    name: str
+    spatial_dims: int
+    transposed: bool
+
+    @property
+    def backward_name(self) -> str:
+        return f"{self.name}_backward"
+
+
+OPS: dict[str, OpSpec] = {
+    spec.name: spec
+    for n in (1, 2, 3)
+    for spec in (OpSpec(f"conv{n}d", n, False), OpSpec(f"conv_transpose{n}d", n, True))
+}
+
+
+def conv_output_length(size: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
+    """Output length along one axis of a (non-transposed) convolution."""
+    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def transposed_output_length(
+    size: int, kernel: int, stride: int, padding: int, dilation: int, output_padding: int
+) -> int:
+    """Output length along one axis of a transposed convolution."""
+    return (size - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1
+
+
+@dataclass(frozen=True)
+class ConvProblem:
+    """The parameters of one convolution problem (no values)."""
+
+    op: str
+    batch: int
+    in_channels: int
+    out_channels: int
+    input_size: tuple[int, ...]
+    kernel_size: tuple[int, ...]
+    stride: tuple[int, ...]
+    padding: tuple[int, ...]
+    dilation: tuple[int, ...]
+    groups: int
+    bias: bool
+    dtype: str
+    output_padding: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.output_padding:
+            object.__setattr__(self, "output_padding", (0,) * len(self.input_size))
+
+    @property
+    def spec(self) -> OpSpec:
+        return OPS[self.op]
+
+    @property
+    def x_shape(self) -> tuple[int, ...]:
+        return (self.batch, self.in_channels, *self.input_size)
+
+    @property
+    def weight_shape(self) -> tuple[int, ...]:
+        if self.spec.transposed:
+            return (self.in_channels, self.out_channels // self.groups, *self.kernel_size)
+        return (self.out_channels, self.in_channels // self.groups, *self.kernel_size)
+
+    @property
+    def bias_shape(self) -> tuple[int, ...] | None:
+        return (self.out_channels,) if self.bias else None
+
+    @property
+    def output_size(self) -> tuple[int, ...]:
+        axes = zip(self.input_size, self.kernel_size, self.stride, self.padding,
+                   self.dilation, self.output_padding)
+        if self.spec.transposed:
+            return tuple(transposed_output_length(*a) for a in axes)
+        return tuple(conv_output_length(*a[:5]) for a in axes)
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        return (self.batch, self.out_channels, *self.output_size)
+
+    def shapes(self) -> dict[str, tuple[int, ...] | None]:
+        return {"x": self.x_shape, "weight": self.weight_shape,
+                "bias": self.bias_shape, "grad_output": self.output_shape}
+
+    def kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of the contract's call for this problem."""
+        kw: dict[str, Any] = {"stride": self.stride, "padding": self.padding}
+        if self.spec.transposed:
+            kw["output_padding"] = self.output_padding
+        kw.update(dilation=self.dilation, groups=self.groups)
+        return kw
+
+    def params(self) -> dict[str, Any]:
+        """The contract's ``params`` object (JSON-ready)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        del out["op"]
+        if not self.spec.transposed:
+            del out["output_padding"]
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
+
+    @classmethod
+    def from_params(cls, op: str, params: dict[str, Any]) -> "ConvProblem":
+        names = {f.name for f in dataclasses.fields(cls)} - {"op"}
+        unknown = set(params) - names
+        if unknown:
+            raise ValueError(f"unknown parameter(s) {sorted(unknown)}")
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in params.items()}
+        return cls(op=op, **values)
+
+    def describe(self) -> str:
+        """The parameters on one line, as a person would write them."""
+        def axes(t: tuple[int, ...]) -> str:
+            return "x".join(map(str, t))
+        parts = [
+            self.op, f"batch={self.batch}", f"in={self.in_channels}", f"out={self.out_channels}",
+            f"input={axes(self.input_size)}", f"kernel={axes(self.kernel_size)}",
+            f"stride={axes(self.stride)}", f"padding={axes(self.padding)}",
+            f"dilation={axes(self.dilation)}",
+        ]
+        if self.spec.transposed:
+            parts.append(f"output_padding={axes(self.output_padding)}")
+        parts += [f"groups={self.groups}", f"bias={self.bias}", self.dtype]
+        return " ".join(parts)
+
+    # Reduction lengths: how many products each result element sums (an upper
+    # bound); the rounding-error bound of every check grows with it.
+    def forward_terms(self) -> int:
+        return (self.in_channels // self.groups) * math.prod(self.kernel_size)
+
+    def grad_input_terms(self) -> int:
+        return (self.out_channels // self.groups) * math.prod(self.kernel_size)
+
+    def grad_weight_terms(self) -> int:
+        if self.spec.transposed:
+            return self.batch * math.prod(self.input_size)
+        return self.batch * math.prod(self.output_size)
+
+    def grad_bias_terms(self) -> int:
+        return self.batch * math.prod(self.output_size)
+
+
+def make_layout(values: np.ndarray, layout: str) -> np.ndarray:
+    """A fresh array equal to ``values``, laid out in memory as ``layout``.
+
+    ``C``: C-contiguous; ``F``: Fortran order; ``strided``: every other
+    element of a larger buffer on every axis; ``reversed``: a view with a
+    negative stride on the last axis. Each call returns new memory, so an
+    implementation that writes into its inputs cannot reach anyone else's.
+    """
+    if layout == "C":
+        return np.array(values, order="C", copy=True)
+    if layout == "F":
+        return np.array(values, order="F", copy=True)
+    if layout == "strided":
+        buffer = np.zeros(tuple(2 * n for n in values.shape), dtype=values.dtype)
+        view = buffer[tuple(slice(None, None, 2) for _ in values.shape)]
+        view[...] = values
+        return view
+    if layout == "reversed":
+        flipped = np.ascontiguousarray(values[..., ::-1])
+        return flipped[..., ::-1]
+    raise ValueError(f"unknown memory layout {layout!r}; expected one of {LAYOUTS}")
+
+
+@dataclass
+class ConvCase:
+    """A problem with its values: what one call of an implementation gets.
+
+    The arrays are C-contiguous and owned by the case; `fresh_inputs` gives
+    the implementation its own copies in the drawn memory layouts.
+    """
+
+    problem: ConvProblem
+    x: np.ndarray
+    weight: np.ndarray
+    bias: np.ndarray | None
+    grad_output: np.ndarray
+    layouts: dict[str, str] = field(default_factory=dict)
+
+    def arrays(self) -> dict[str, np.ndarray | None]:
+        return {"x": self.x, "weight": self.weight, "bias": self.bias,
+                "grad_output": self.grad_output}
+
+    def fresh_inputs(self) -> dict[str, np.ndarray | None]:
+        return {name: None if a is None else make_layout(a, self.layouts.get(name, "C"))
+                for name, a in self.arrays().items()}
+
+    def __repr__(self) -> str:
+        layouts = {k: v for k, v in self.layouts.items() if v != "C"}
+        lines = [f"ConvCase({self.problem.describe()}"
+                 + (f", layouts={layouts}" if layouts else "")]
+        with np.printoptions(threshold=200, linewidth=100):
+            for name, array in self.arrays().items():
+                if array is not None:
+                    lines.append(f"  {name}={np.array2string(array, prefix='  ' + name + '=')}")
+        return "\n".join(lines) + ")"
+
+    def _repr_pretty_(self, printer, cycle) -> None:  # how Hypothesis prints it
+        printer.text(repr(self))
