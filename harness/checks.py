@@ -7,11 +7,14 @@ around them, and the harness's own tests call them directly.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+from hypothesis.strategies import SearchStrategy
 
 from harness import oracle
+from harness.capabilities import Capabilities
 from harness.calling import CheckFailure, call_backward, call_forward
 from harness.compare import compare
 from harness.loader import Implementation
@@ -19,8 +22,6 @@ from harness.problem import ConvCase
 from harness.tolerance import tolerance
 
 GRADIENTS: tuple[str, ...] = ("grad_input", "grad_weight", "grad_bias")
-ORACLE_CHECKS: tuple[str, ...] = ("forward", *GRADIENTS)
-CHECKS: tuple[str, ...] = (*ORACLE_CHECKS, "repeatable")
 
 
 def _against_oracle(check: str, name: str, actual: np.ndarray, case: ConvCase) -> None:
@@ -67,23 +68,60 @@ def check_repeatable(impl: Implementation, case: ConvCase, timeout: float | None
                     f"{float(np.max(np.abs(a.astype(np.float64) - b))):.3g})")
 
 
-def run_check(check: str, impl: Implementation, case: ConvCase,
+@dataclass(frozen=True)
+class Check:
+    """A named check: what it calls, whether it needs torch, how it draws cases.
+
+    ``needs`` lists the kinds of function it calls, ``"forward"`` (``conv2d``)
+    and/or ``"backward"`` (``conv2d_backward``), all required; an empty tuple
+    means it runs with whichever of them the implementation provides.
+    ``cases``, if given, replaces the default case strategy
+    (``cases(op, capabilities)``), e.g. for checks that need small float64
+    problems.
+    """
+
+    name: str
+    run: Callable[[Implementation, ConvCase, float | None], None]
+    needs: tuple[str, ...]
+    oracle: bool
+    cases: Callable[[str, Capabilities], SearchStrategy[ConvCase]] | None = None
+    description: str = ""
+
+    def functions(self, op: str) -> tuple[str, ...]:
+        names = {"forward": op, "backward": f"{op}_backward"}
+        return tuple(names[kind] for kind in self.needs)
+
+    def applies_to(self, impl: Implementation, op: str) -> bool:
+        if self.needs:
+            return all(impl.has(name) for name in self.functions(op))
+        return impl.has(op) or impl.has(f"{op}_backward")
+
+
+REGISTRY: dict[str, Check] = {}
+
+
+def register(check: Check) -> Check:
+    if check.name in REGISTRY:
+        raise ValueError(f"check {check.name!r} is registered twice")
+    REGISTRY[check.name] = check
+    return check
+
+
+register(Check("forward", check_forward, ("forward",), oracle=True,
+               description="the result against torch's"))
+for _which in GRADIENTS:
+    register(Check(_which, lambda impl, case, timeout, _w=_which: check_gradient(
+        impl, case, _w, timeout), ("backward",), oracle=True,
+        description=f"{_which} against torch autograd's"))
+register(Check("repeatable", check_repeatable, (), oracle=False,
+               description="bit-identical results on a second call with the same inputs"))
+
+
+def run_check(name: str, impl: Implementation, case: ConvCase,
               timeout: float | None = None) -> None:
-    """Run the check called ``check`` (one of `CHECKS`)."""
-    if check == "forward":
-        check_forward(impl, case, timeout)
-    elif check in GRADIENTS:
-        check_gradient(impl, case, check, timeout)
-    elif check == "repeatable":
-        check_repeatable(impl, case, timeout)
-    else:
-        raise ValueError(f"unknown check {check!r}; expected one of {CHECKS}")
-
-
-def needed_function(check: str, op: str) -> str | None:
-    """The contract function a check calls (None: any of the op's functions)."""
-    if check == "forward":
-        return op
-    if check in GRADIENTS:
-        return f"{op}_backward"
-    return None
+    """Run the registered check called ``name``."""
+    try:
+        check = REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown check {name!r}; expected one of {sorted(REGISTRY)}") from None
+    check.run(impl, case, timeout)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness.calling import DEFAULT_TIMEOUT
-from harness.checks import CHECKS, needed_function
+from harness.checks import REGISTRY
 from harness.failures import DEFAULT_FAILURES_DIR
 from harness.loader import DEFAULT_SPEC, Implementation, SpecError, load_implementation
 from harness.problem import OPS
@@ -134,11 +134,8 @@ def targets(config: pytest.Config, check: str) -> list[Target]:
     if not failures.is_absolute():
         failures = Path(config.invocation_params.dir) / failures
     for impl in config.stash[IMPLEMENTATIONS]:
-        for op, spec in OPS.items():
-            needed = needed_function(check, op)
-            provided = (impl.has(needed) if needed else
-                        impl.has(op) or impl.has(spec.backward_name))
-            if provided:
+        for op in OPS:
+            if REGISTRY[check].applies_to(impl, op):
                 out.append(Target(impl, op, timeout, failures))
     return out
 
@@ -148,8 +145,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if marker is None or "target" not in metafunc.fixturenames:
         return
     check = marker.args[0]
-    if check not in CHECKS:
-        raise pytest.UsageError(f"conv_check({check!r}): unknown check; known: {CHECKS}")
+    if check not in REGISTRY:
+        raise pytest.UsageError(f"conv_check({check!r}): unknown check; known: {sorted(REGISTRY)}")
     metafunc.parametrize("target", targets(metafunc.config, check), ids=str)
 
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.control import current_build_context
 
 from harness.calling import CheckFailure
-from harness.checks import run_check
+from harness.checks import REGISTRY, run_check
 from harness.failures import case_record, save_case
 from harness.plugin import Target
 from harness.problem import ConvCase
@@ -27,7 +27,10 @@ def run(target: Target, check: str, data: st.DataObject) -> None:
     Only the final (shrunk) example writes its case file: Hypothesis replays
     it once more after shrinking, with ``is_final`` set.
     """
-    case = data.draw(conv_cases(target.op, capabilities=target.impl.capabilities), label="case")
+    custom = REGISTRY[check].cases
+    caps = target.impl.capabilities
+    strategy = custom(target.op, caps) if custom else conv_cases(target.op, capabilities=caps)
+    case = data.draw(strategy, label="case")
     try:
         run_check(check, target.impl, case, target.timeout)
     except CheckFailure as failure:
