@@ -457,6 +457,9 @@ def _gemm_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.nd
     window copy of g (the phase's taps only: no work for the stride's
     inserted zeros) and one einsum written straight into the input
     gradient's layout, instead of one read-modify-write pass per tap.
+    (With few input channels per group, 2*C_in/G < C_out/G, the scatter is
+    cheaper and is used instead: per chunk one einsum for every tap's block,
+    each added onto its contiguous slice, col2im-style.)
     """
     G, og, cg, T = plan.groups, plan.og, plan.cg, plan.taps
     block = plan.n * plan.per_image
@@ -488,7 +491,24 @@ def _gemm_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.nd
         gw = np.ascontiguousarray(
             wgrad.reshape(G, og, T, cg).transpose(0, 1, 3, 2)).reshape(
                 (plan.c_out, cg) + plan.kernel)
-    if want_input:
+    if want_input and 2 * cg < og:
+        # Few input channels per group: scattering each tap's (small) block
+        # with an add is cheaper than copying the taps' windows of g.
+        dxf = np.zeros((plan.c_in, plan.length), dtype=plan.dtype)
+        wm = np.ascontiguousarray(
+            w.reshape(G, og, cg, T).transpose(0, 1, 3, 2)).reshape(G, og, T * cg)
+        for chunk in plan.chunks:
+            q0, size, _ = _chunk_geometry(plan, chunk)
+            path = _path("oq,ok->kq", (og, size), (og, T * cg))
+            for g in range(G):
+                rows = slice(g * cg, (g + 1) * cg)
+                gsl = gfull[g * og:(g + 1) * og, margin + q0: margin + q0 + size]
+                d = np.einsum("oq,ok->kq", gsl, wm[g], optimize=path).reshape(T, cg, size)
+                for t, off in enumerate(plan.offsets):
+                    dxf[rows, off + q0: off + q0 + size] += d[t]
+        del gfull
+        gx = from_phases(plan, dxf)
+    elif want_input:
         dxf = np.empty((plan.c_in, len(plan.phases) * block), dtype=plan.dtype)
         w4 = w.reshape(G, og, cg, T)
         for p in range(len(plan.phases)):
