@@ -27,6 +27,10 @@ _COMMON = dict(deadline=None,
 settings.register_profile("dev", max_examples=100, **_COMMON)
 settings.register_profile("ci", max_examples=100, derandomize=True, print_blob=True, **_COMMON)
 settings.register_profile("thorough", max_examples=3000, **_COMMON)
+# For the harness's own tests that run the suite in a subprocess: a fixed
+# seed and no example database, so that what they find is the same every time.
+settings.register_profile("harness-test", max_examples=100, derandomize=True, database=None,
+                          **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 

@@ -1,0 +1,32 @@
+"""Shared fixtures for the harness's own tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def run_pytest(tmp_path):
+    """Run the conformance suite in a fresh pytest process, as a user would.
+
+    ``run_pytest(*args, cwd=PROJECT_ROOT, env=None, timeout=300)`` returns the
+    CompletedProcess (stdout and stderr as text). Failure files go to
+    ``tmp_path / "failures"`` unless the args say otherwise; the example
+    database is off so that earlier runs cannot change what is found.
+    """
+    def run(*args: str, cwd: Path = PROJECT_ROOT, env: dict | None = None,
+            timeout: float = 300) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
+        if not any(str(a).startswith("--conv-failures") for a in args):
+            command += ["--conv-failures", str(tmp_path / "failures")]
+        full_env = {**os.environ, "HYPOTHESIS_PROFILE": "harness-test", **(env or {})}
+        return subprocess.run([*command, *map(str, args)], cwd=cwd, env=full_env,
+                              capture_output=True, text=True, timeout=timeout)
+    return run
