@@ -19,9 +19,12 @@ slice of that row, at a constant offset. So
   (NumPy's einsum lays a BLAS result out as [free indices of the second
   operand, free indices of the first], so the operands are written in the
   order that makes each result C-contiguous, with no transposing copy);
-* the input gradient is the same thing backwards: one einsum gives every
-  tap's contribution and each is added onto a contiguous slice (col2im),
-  so the stride's "inserted zeros" never exist and cost nothing;
+* the input gradient is the same thing backwards, as a gather: position
+  ``r`` of an input phase receives ``w_k^T g[r - shift_k]`` from each tap
+  ``k`` of that phase, i.e. a window copy of grad_output over that phase's
+  taps and one einsum per chunk, so the stride's "inserted zeros" never
+  exist and cost nothing (with few input channels, a col2im scatter of
+  each tap's block is cheaper and is used instead);
 * a stride remainder is never even copied: only the part of the padded
   input that some window reads is laid out, and the input gradient of the
   rest stays zero.
@@ -29,9 +32,15 @@ slice of that row, at a constant offset. So
 Grad-output values at the thrown-away positions are set to exactly zero, so
 they add exactly nothing to the weight and input gradients.
 
-Everything runs in a fixed order on one thread of Python (BLAS may use its
-own threads, whose summation order OpenBLAS keeps fixed), so results are
-bit-identical from call to call. Inputs are only ever read.
+Two special cases skip the layout where it does not pay: a 1x1 kernel
+without padding is one batched einsum straight on the input (the
+"pointwise" path), and with one input channel per group (depthwise) the
+contractions are small einsums NumPy runs itself, not BLAS GEMMs.
+
+Everything runs in a fixed order (chunks, groups, taps) on the calling
+thread; BLAS splits a product across its threads the same way on every call
+with the same thread count, so results are bit-identical from call to call.
+Inputs are only ever read.
 """
 
 from __future__ import annotations
