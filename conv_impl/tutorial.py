@@ -72,6 +72,8 @@ __all__ = [
     "conv2d",
     "conv2d_backward",
     "CAPABILITIES",
+    "stride_bug_only",
+    "fixed",
 ]
 
 #: The names of the tutorial's backward-pass bugs; see the module docstring.
@@ -245,3 +247,10 @@ def tutorial_impl(bugs: Collection[str] = ALL_BUGS, *, square: bool = True) -> L
 _impl = LayerAdapter(Conv2D, name="tutorial.Conv2D")
 conv2d, conv2d_backward = _impl.conv2d, _impl.conv2d_backward
 CAPABILITIES = _impl.CAPABILITIES
+
+# Ready-made variants for the harness's own tests, usable as specs, e.g.
+# ``pytest --impl conv_impl.tutorial:stride_bug_only``:
+#: Only bug (a) left, non-square problems allowed: fails only for stride >= 3.
+stride_bug_only = tutorial_impl({"stride_zeros"}, square=False)
+#: All bugs fixed, non-square problems allowed: a correct convolution.
+fixed = tutorial_impl(frozenset(), square=False)
