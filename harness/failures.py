@@ -1,10 +1,14 @@
 """Failure case files: the contract's JSON record of one shrunk failure.
 
-Written for the final (shrunk) example only, by whichever process found it,
-atomically: the content goes to a temporary file in the same folder, then
-`os.replace` moves it into place, so a reader never sees half a file and two
-xdist workers never write the same file at once (the name carries a hash of
-the content, so two workers that found the same case write the same bytes).
+Written for the final (shrunk) example only (harness/suite.py decides that),
+by whichever process found it, xdist worker or not, atomically: each file's
+content goes to a temporary file in the same folder, then `os.replace` moves
+it into place, so a reader never sees half a file. The file name carries a
+hash of the content, so two different failures never share a name (no
+clobbering) and two workers that found the same case write the same bytes
+to the same name. The standalone reproduction script (harness/script.py) is
+saved beside the JSON, same stem, ``.py``; it is written first, so a JSON
+file that exists always has its script.
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from harness.problem import ARRAY_NAMES, ConvCase, ConvProblem
+from harness.problem import ARRAY_NAMES, LAYOUTS, OPS, ConvCase, ConvProblem
 
 SCHEMA_VERSION = 1
 DEFAULT_FAILURES_DIR = ".conv-failures"
+REQUIRED_KEYS: tuple[str, ...] = ("impl", "op", "check", "params", "inputs")
 
 
 class CaseFileError(Exception):
@@ -38,14 +43,32 @@ def _versions() -> dict[str, str]:
     return versions
 
 
-def case_record(impl_spec: str, case: ConvCase, check: str, message: str) -> dict[str, Any]:
-    """The JSON-ready record of a failing case (contract section 3)."""
+def _impl_file(impl_spec: str) -> str | None:
+    """The absolute path of a file spec (so a replay from elsewhere finds it)."""
+    from harness.loader import _is_path, split_spec
+
+    module, _ = split_spec(impl_spec)
+    if not _is_path(module):
+        return None
+    return str(Path(module).expanduser().resolve())
+
+
+def case_record(impl_spec: str, case: ConvCase, check: str, message: str,
+                run_check: str | None = None) -> dict[str, Any]:
+    """The JSON-ready record of a failing case (contract section 3).
+
+    ``check`` is the check that failed as the report names it (``forward``,
+    ``grad_input``, ... or ``raised``, ``dtype``, ``shape``, ...);
+    ``run_check`` is the registered check that was running (what a replay
+    runs again), ``check`` when omitted.
+    """
     arrays = case.arrays()
-    return {
+    record: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "impl": impl_spec,
         "op": case.problem.op,
         "check": check,
+        "run_check": run_check or check,
         "params": case.problem.params(),
         "inputs": {name: None if arrays[name] is None else arrays[name].tolist()
                    for name in ARRAY_NAMES},
@@ -54,14 +77,24 @@ def case_record(impl_spec: str, case: ConvCase, check: str, message: str) -> dic
         "versions": _versions(),
         "message": message,
     }
+    impl_file = _impl_file(impl_spec)
+    if impl_file is not None:
+        record["impl_file"] = impl_file
+    return record
 
 
 def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that no reader ever sees part of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a case file is not
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -72,23 +105,63 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
-def save_case(directory: Path, record: dict[str, Any], stem_prefix: str) -> Path:
-    """Write ``record`` into ``directory``; returns the file's path."""
-    text = json.dumps(record, indent=1) + "\n"
-    digest = hashlib.sha256(text.encode()).hexdigest()[:10]
-    path = Path(directory) / f"{_safe(stem_prefix)}-{record['op']}-{record['check']}-{digest}.json"
-    atomic_write(path, text)
+def case_path(directory: Path, record: dict[str, Any], stem_prefix: str) -> Path:
+    """Where ``record`` is saved: ``<prefix>-<op>-<check>-<hash of the content>.json``."""
+    digest = hashlib.sha256(_dump(record).encode()).hexdigest()[:10]
+    stem = f"{_safe(stem_prefix)}-{_safe(record['op'])}-{_safe(record['check'])}-{digest}"
+    return Path(directory) / f"{stem}.json"
+
+
+def _dump(record: dict[str, Any]) -> str:
+    """The record as JSON, one key per line and each array on one line (easy to diff)."""
+    def compact(value: Any) -> str:
+        return json.dumps(value, separators=(", ", ": "))
+
+    lines = []
+    for key, value in record.items():
+        if isinstance(value, dict) and key in ("inputs", "versions", "layouts"):
+            inner = ",\n".join(f"  {json.dumps(k)}: {compact(v)}" for k, v in value.items())
+            lines.append(f" {json.dumps(key)}: {{\n{inner}\n }}")
+        else:
+            lines.append(f" {json.dumps(key)}: {compact(value)}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def script_path(case_file: Path) -> Path:
+    """The reproduction script saved beside a case file."""
+    return Path(case_file).with_suffix(".py")
+
+
+def save_case(directory: Path, record: dict[str, Any], stem_prefix: str,
+              script: str | None = None) -> Path:
+    """Write ``record`` (and ``script`` beside it) into ``directory``; returns the JSON's path.
+
+    A file of the same name already holds the same bytes (the name is a hash
+    of them), so it is left as it is.
+    """
+    path = case_path(directory, record, stem_prefix)
+    if script is not None and not script_path(path).exists():
+        atomic_write(script_path(path), script)
+    if not path.exists():
+        atomic_write(path, _dump(record))
     return path
 
 
-def load_case(path: Path) -> tuple[dict[str, Any], ConvCase]:
-    """Read a case file back into its record and a `ConvCase` (same values and layouts)."""
+def read_record(path: Path) -> dict[str, Any]:
+    """The JSON object of a case file, checked for what a replay needs."""
+    path = Path(path)
     try:
-        record = json.loads(Path(path).read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise CaseFileError(f"{path}: no such case file") from None
+    except IsADirectoryError:
+        raise CaseFileError(f"{path}: is a folder, not a case file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise CaseFileError(f"{path}: cannot read it ({exc})") from None
+    if not text.strip():
+        raise CaseFileError(f"{path}: empty file, not a case file")
+    try:
+        record = json.loads(text)
     except json.JSONDecodeError as exc:
         raise CaseFileError(f"{path}: not valid JSON, truncated or damaged ({exc})") from None
     if not isinstance(record, dict):
@@ -97,20 +170,55 @@ def load_case(path: Path) -> tuple[dict[str, Any], ConvCase]:
     if version != SCHEMA_VERSION:
         raise CaseFileError(f"{path}: schema version {version!r}; this harness reads "
                             f"version {SCHEMA_VERSION}")
-    missing = [key for key in ("impl", "op", "check", "params", "inputs") if key not in record]
+    missing = [key for key in REQUIRED_KEYS if key not in record]
     if missing:
         raise CaseFileError(f"{path}: not a case file, missing {', '.join(missing)}")
+    for key in ("impl", "op", "check"):
+        if not isinstance(record[key], str) or not record[key]:
+            raise CaseFileError(f"{path}: {key!r} must be a non-empty string, "
+                                f"got {record[key]!r}")
+    if record["op"] not in OPS:
+        raise CaseFileError(f"{path}: unknown op {record['op']!r}; expected one of "
+                            f"{sorted(OPS)}")
+    if not isinstance(record["params"], dict) or not isinstance(record["inputs"], dict):
+        raise CaseFileError(f"{path}: 'params' and 'inputs' must be JSON objects")
+    return record
+
+
+def case_from_record(record: dict[str, Any], path: Path | str = "<record>") -> ConvCase:
+    """The `ConvCase` of a record: the same values, dtype and memory layouts."""
     try:
         problem = ConvProblem.from_params(record["op"], record["params"])
+        if problem.dtype not in ("float16", "float32", "float64"):
+            raise ValueError(f"dtype {problem.dtype!r} is not float16, float32 or float64")
         shapes = problem.shapes()
-        arrays = {}
+        arrays: dict[str, np.ndarray | None] = {}
         for name in ARRAY_NAMES:
             raw = record["inputs"].get(name)
             if raw is None:
+                if name != "bias" or shapes["bias"] is not None:
+                    raise ValueError(f"input {name!r} is missing"
+                                     + (" but params say bias=true" if name == "bias" else ""))
                 arrays[name] = None
                 continue
-            arrays[name] = np.array(raw, dtype=problem.dtype).reshape(shapes[name])
+            if shapes[name] is None:
+                raise ValueError(f"input {name!r} is given but params say bias=false")
+            array = np.array(raw, dtype=np.float64)
+            if array.shape != shapes[name]:
+                raise ValueError(f"input {name!r} has shape {array.shape}; the params "
+                                 f"give {shapes[name]}")
+            arrays[name] = array.astype(problem.dtype)
         layouts = dict(record.get("layouts") or {})
-        return record, ConvCase(problem=problem, layouts=layouts, **arrays)
+        for name, layout in layouts.items():
+            if name not in ARRAY_NAMES or layout not in LAYOUTS:
+                raise ValueError(f"layout {name}={layout!r}; layouts are "
+                                 f"{', '.join(LAYOUTS)} for {', '.join(ARRAY_NAMES)}")
+        return ConvCase(problem=problem, layouts=layouts, **arrays)
     except (KeyError, TypeError, ValueError) as exc:
         raise CaseFileError(f"{path}: inconsistent case ({type(exc).__name__}: {exc})") from None
+
+
+def load_case(path: Path) -> tuple[dict[str, Any], ConvCase]:
+    """Read a case file back into its record and a `ConvCase` (same values and layouts)."""
+    record = read_record(path)
+    return record, case_from_record(record, path)

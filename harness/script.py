@@ -1,0 +1,349 @@
+"""A standalone reproduction script for a failure case (contract section 3).
+
+`render_script(record)` turns a case record (the JSON of harness/failures.py)
+into a Python script that needs only NumPy and torch, no import of this
+project: the shrunk inputs written out literally (every float exactly, as
+the shortest ``repr`` that reads back to the same float64; float16 and
+float32 values are exact in float64), each input built in its recorded
+memory layout, the implementation under test imported from the spec it was
+loaded from, torch in float64 as the oracle, and the harness's elementwise
+rounding-error tolerance (harness/tolerance.py) restated inline with its
+constants. ``python script.py`` exits 1 and prints the mismatch while the
+bug is there, 0 once it is fixed.
+
+From a saved case file: ``python -m harness.script CASE.json [-o OUT.py]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.failures import CaseFileError, case_from_record, load_case
+from harness.loader import _is_path, split_spec
+from harness.problem import ConvCase
+
+FORWARD_CHECK = "forward"
+GRADIENT_CHECKS = ("grad_input", "grad_weight", "grad_bias")
+
+
+def _literal(array: np.ndarray | None, dtype: str, indent: int) -> str:
+    """``array`` as Python source that rebuilds it exactly."""
+    if array is None:
+        return "None"
+
+    def fmt(v: float) -> str:
+        v = float(v)
+        return repr(v) if np.isfinite(v) else f"float('{v}')"
+
+    body = np.array2string(np.asarray(array, dtype=np.float64), separator=", ",
+                           formatter={"float_kind": fmt}, threshold=sys.maxsize,
+                           max_line_width=88 - indent, prefix=" " * indent)
+    return f"np.array({body}, dtype=np.{dtype})"
+
+
+def _terms(case: ConvCase) -> dict[str, int]:
+    p = case.problem
+    return {"y": p.forward_terms() + 1, "grad_input": p.grad_input_terms(),
+            "grad_weight": p.grad_weight_terms(), "grad_bias": p.grad_bias_terms()}
+
+
+_HEADER = '''\
+#!/usr/bin/env python3
+"""{title}
+
+{params}
+layouts: {layouts}
+
+Standalone: NumPy and torch only. `python {name}`
+exits 1 and prints the mismatch while the failure is there, 0 once fixed.
+Reference: torch in float64. Tolerance, per element (from the harness's
+rounding-error bound): (gamma(K, u) + gamma(K, u64)) * sum|terms| + K * tiny
++ normwise floor, gamma(n, u) = n*u / (1 - n*u).
+Found by the convolution harness {versions}.
+"""
+import importlib
+import importlib.util
+import inspect
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+
+SPEC = {spec!r}  # the implementation under test, as given to --impl
+MODULE, ATTR, MODULE_FILE = {module!r}, {attr!r}, {module_file!r}
+OP, CHECK = {op!r}, {run_check!r}
+KWARGS = {kwargs}
+LAYOUTS = {layout_dict!r}
+# K, the reduction length of each result (products summed per element)
+TERMS = {terms!r}
+DTYPE = np.{dtype}
+
+x = {x}
+weight = {weight}
+bias = {bias}
+grad_output = {grad_output}
+INPUTS = {{"x": x, "weight": weight, "bias": bias, "grad_output": grad_output}}
+'''
+
+_BODY = '''
+
+def implementation():
+    """Import the implementation as the harness did: file path, dotted module, :attr."""
+    if MODULE_FILE:
+        sys.path.insert(0, os.path.dirname(MODULE_FILE))
+        spec = importlib.util.spec_from_file_location("impl_under_test", MODULE_FILE)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["impl_under_test"] = module
+        spec.loader.exec_module(module)
+    else:
+        sys.path.insert(0, os.getcwd())
+        module = importlib.import_module(MODULE)
+    target = module
+    for part in ATTR.split(".") if ATTR else ():
+        target = getattr(target, part)
+    if inspect.isclass(target) and any(
+            inspect.isfunction(inspect.getattr_static(target, name, None))
+            for name in (OP, OP + "_backward")):
+        target = target()  # a class whose functions are methods: use an instance
+    return target
+
+
+def layout(values, how):
+    """A fresh copy of values in the memory layout the harness handed over."""
+    if how == "C":
+        return np.array(values, order="C", copy=True)
+    if how == "F":
+        return np.array(values, order="F", copy=True)
+    if how == "strided":  # every other element of a larger buffer on every axis
+        buffer = np.zeros(tuple(2 * n for n in values.shape), dtype=values.dtype)
+        view = buffer[tuple(slice(None, None, 2) for _ in values.shape)]
+        view[...] = values
+        return view
+    if how == "reversed":  # negative stride on the last axis
+        return np.ascontiguousarray(values[..., ::-1])[..., ::-1]
+    raise ValueError(how)
+
+
+class Failed(Exception):
+    pass
+
+
+def call(function, *names):
+    """Call the implementation on fresh inputs; they must come back unchanged."""
+    given = {{name: None if a is None else layout(a, LAYOUTS[name]) for name, a in INPUTS.items()}}
+    result = function(*(given[name] for name in names), **KWARGS)
+    for name, original in INPUTS.items():
+        if original is not None and not np.array_equal(given[name], original, equal_nan=True):
+            raise Failed(f"input_changed: {{function.__name__}} changed its input {{name!r}} in place")
+    return result
+
+
+def as_result(value, what, shape):
+    if value is None:
+        raise Failed(f"result_type: {{what}} is None")
+    array = np.asarray(value)
+    if array.dtype.kind not in "fiub":
+        raise Failed(f"result_type: {{what}} has dtype {{array.dtype}}")
+    if array.shape != shape:
+        raise Failed(f"shape: {{what}} has shape {{array.shape}}; torch gives {{shape}}")
+    if array.dtype != DTYPE:
+        raise Failed(f"dtype: {{what}} has dtype {{array.dtype}}; inputs are {{np.dtype(DTYPE)}}")
+    if not np.all(np.isfinite(array)):
+        raise Failed(f"nonfinite: {{what}} holds NaN or inf for finite inputs")
+    return array
+
+
+def torch_results(absolute=False):
+    """float64 results of torch; with absolute=True, the sums of |terms| per element."""
+    def leaf(a):
+        a = np.asarray(a, dtype=np.float64)
+        return torch.tensor(np.abs(a) if absolute else a, requires_grad=True)
+    tx, tw = leaf(x), leaf(weight)
+    tb = None if bias is None else leaf(bias)
+    y = getattr(torch.nn.functional, OP)(tx, tw, tb, **KWARGS)
+    y.backward(torch.from_numpy(np.abs(grad_output) if absolute else grad_output).double())
+    return {{"y": y.detach().numpy(), "grad_input": tx.grad.numpy(),
+            "grad_weight": tw.grad.numpy(), "grad_bias": None if tb is None else tb.grad.numpy()}}
+
+
+def gamma(n, u):
+    return math.inf if n * u >= 1 else n * u / (1 - n * u)
+
+
+def allowed(name, magnitude):
+    """The harness's elementwise bound on the error of result `name`."""
+    u = float(np.finfo(DTYPE).eps) / 2
+    u64 = float(np.finfo(np.float64).eps) / 2
+    tiny = float(np.finfo(DTYPE).smallest_subnormal)
+    k = TERMS[name]
+    operands = {{"y": (x, weight), "grad_input": (grad_output, weight),
+                "grad_weight": (x, grad_output), "grad_bias": None}}[name]
+    floor = 0.0
+    if operands is not None:  # normwise floor for FFT/Winograd-style algorithms
+        a, b = operands
+        floor = (5 * math.log2(2 + max(a.size, b.size)) * u
+                 * float(np.linalg.norm(a.astype(np.float64).ravel()))
+                 * float(np.linalg.norm(b.astype(np.float64).ravel())))
+    return (gamma(k, u) + gamma(k, u64)) * magnitude + k * tiny + floor
+
+
+def compare(name, actual, expected, magnitude):
+    bound = allowed(name, magnitude)
+    a = np.asarray(actual, dtype=np.float64)
+    error = np.abs(a - expected)
+    bad = ~np.isfinite(a) | (error > bound)
+    if not bad.any():
+        return
+    ratio = np.where(bad, np.nan_to_num(error / np.maximum(bound, 1e-300), nan=np.inf,
+                                        posinf=np.inf), -1.0)
+    i = np.unravel_index(int(np.argmax(ratio)), a.shape)
+    index = tuple(int(v) for v in i)
+    lines = [f"{{name}}: {{int(bad.sum())}} of {{a.size}} elements off; largest error "
+             f"{{error[i]:.6g}} at index {{index}}: got {{float(a[i])!r}}, expected {{float(expected[i])!r}} "
+             f"(allowed {{bound[i]:.3g}}, K={{TERMS[name]}}, {{np.dtype(DTYPE)}})"]
+    if a.size <= 64:
+        with np.printoptions(precision=6, suppress=True, linewidth=100):
+            lines += [f"expected {{name}}:", str(expected), f"actual {{name}}:", str(np.asarray(actual))]
+    raise Failed("\\n".join(lines))
+
+
+def forward(impl, shapes):
+    return as_result(call(getattr(impl, OP), "x", "weight", "bias"), f"{{OP}}'s result", shapes["y"])
+
+
+def backward(impl, shapes):
+    fn = getattr(impl, OP + "_backward")
+    result = call(fn, "grad_output", "x", "weight", "bias")
+    if not isinstance(result, (tuple, list)) or len(result) != 3:
+        raise Failed(f"result_type: {{fn.__name__}} returned {{type(result).__name__}}, "
+                     "not (grad_input, grad_weight, grad_bias)")
+    grads = {{}}
+    for name, value in zip(("grad_input", "grad_weight", "grad_bias"), result):
+        if name == "grad_bias" and bias is None:
+            if value is not None:
+                raise Failed("result_type: grad_bias must be None when bias is None")
+            grads[name] = None
+        else:
+            grads[name] = as_result(value, f"{{fn.__name__}}'s {{name}}", shapes[name])
+    return grads
+
+
+def main():
+    impl = implementation()
+    expected, magnitude = torch_results(), torch_results(absolute=True)
+    shapes = {{name: None if v is None else v.shape for name, v in expected.items()}}
+{main}
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Failed as failure:
+        print(f"FAILED {{SPEC}} {{OP}} check {{CHECK}}:\\n{{failure}}")
+        sys.exit(1)
+    print(f"OK: check {{CHECK}} holds for {{SPEC}} {{OP}} on this case")
+'''
+
+_MAINS = {
+    "forward": '''\
+    compare("y", forward(impl, shapes), expected["y"], magnitude["y"])''',
+    "gradient": '''\
+    grads = backward(impl, shapes)
+    if grads[CHECK] is not None:
+        compare(CHECK, grads[CHECK], expected[CHECK], magnitude[CHECK])''',
+    "repeatable": '''\
+    calls = []
+    if hasattr(impl, OP):
+        calls.append((OP, lambda: {"y": forward(impl, shapes)}))
+    if hasattr(impl, OP + "_backward"):
+        calls.append((OP + "_backward", lambda: backward(impl, shapes)))
+    for function, run in calls:
+        first, second = run(), run()
+        for name, a in first.items():
+            if a is not None and a.tobytes() != second[name].tobytes():
+                differ = int(np.count_nonzero(a != second[name]))
+                raise Failed(f"repeatable: {function} gave a different {name} for the same "
+                             f"inputs on a second call ({differ} of {a.size} elements differ)")''',
+    "other": '''\
+    # The harness's check {check!r} is a property this script does not restate;
+    # it checks every result against torch instead (replay the case file with
+    # `pytest --replay` to run the check itself).
+    print("note: check {check!r} is not restated here; comparing every result with torch")
+    if hasattr(impl, OP):
+        compare("y", forward(impl, shapes), expected["y"], magnitude["y"])
+    if hasattr(impl, OP + "_backward"):
+        for name, value in backward(impl, shapes).items():
+            if value is not None:
+                compare(name, value, expected[name], magnitude[name])''',
+}
+
+
+def render_script(record: dict[str, Any], case: ConvCase | None = None,
+                  name: str = "this_script.py") -> str:
+    """The standalone reproduction script of a case record."""
+    case = case if case is not None else case_from_record(record)
+    p = case.problem
+    spec = record["impl"]
+    module, attr = split_spec(spec)
+    module_file = None
+    if _is_path(module):
+        module_file = record.get("impl_file") or str(Path(module).expanduser().resolve())
+    run_check = record.get("run_check") or record["check"]
+    if run_check == FORWARD_CHECK:
+        main = _MAINS["forward"]
+    elif run_check in GRADIENT_CHECKS:
+        main = _MAINS["gradient"]
+    elif run_check == "repeatable":
+        main = _MAINS["repeatable"]
+    else:
+        main = _MAINS["other"].format(check=run_check)
+    arrays = case.arrays()
+    layouts = {k: case.layouts.get(k, "C") for k, v in arrays.items() if v is not None}
+    kwargs = "dict(" + ", ".join(f"{k}={v!r}" for k, v in p.kwargs().items()) + ")"
+    versions = record.get("versions") or {}
+    header = _HEADER.format(
+        title=f"Reproduce: {spec} {p.op} fails check {record['check']!r}.",
+        params=f"parameters: {p.describe()}",
+        layouts=", ".join(f"{k}={v}" for k, v in layouts.items()),
+        name=name,
+        versions=(f"(numpy {versions['numpy']}, torch {versions['torch']})"
+                  if "numpy" in versions and "torch" in versions else ""),
+        spec=spec, module=module if module_file is None else None, attr=attr,
+        module_file=module_file, op=p.op, run_check=run_check, kwargs=kwargs,
+        layout_dict=layouts, terms=_terms(case), dtype=p.dtype,
+        **{n: _literal(a, p.dtype, len(n) + 3 + len("np.array(")) for n, a in arrays.items()},
+    )
+    return header + _BODY.format(main=main)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m harness.script",
+        description="Write the standalone reproduction script of a failure case file.")
+    parser.add_argument("case", type=Path, help="a JSON case file (.conv-failures/*.json)")
+    parser.add_argument("-o", "--output", type=Path,
+                        help="write the script here (default: print it)")
+    args = parser.parse_args(argv)
+    try:
+        record, case = load_case(args.case)
+    except CaseFileError as exc:
+        parser.error(str(exc))
+    name = args.output.name if args.output else args.case.with_suffix(".py").name
+    text = render_script(record, case, name=name)
+    if args.output:
+        args.output.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
