@@ -1,1 +1,306 @@
-"""Placeholder: filled in by its owner."""
+"""Replaying saved failure cases: ``pytest --replay FILE`` and the regression corpus.
+
+``pytest --replay FILE [--replay FILE2 | FOLDER ...] [--impl SPEC]`` runs
+exactly the recorded case again (same values, dtype and memory layouts)
+through the same registered check, against the implementation named in the
+file, or against each ``--impl`` given (``$CONV_IMPL`` does not override the
+file: the case names its implementation). When ``--replay`` is given the run
+collects only these replays, one test per (case file, implementation): it
+passes when the check now holds and fails exactly when it still fails.
+
+Everything that can be wrong with the input (a missing or truncated file, a
+folder with no case files, another schema version, an implementation that
+cannot be loaded) is found in `pytest_configure`, before collection, and is
+one `pytest.UsageError` (exit status 4) naming the file and the problem.
+
+The same machinery replays the committed regression corpus
+(tests/regressions/*.json, see tests/conformance/test_regressions.py) on
+every run against every implementation under test; those tests are moved
+to the front of the run, before any random search.
+
+This module is a ``pytest11`` entry point (``conv_harness_replay``), loaded
+before any conftest; `harness.plugin` loads the implementations first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from harness.calling import CheckFailure
+from harness.capabilities import Capabilities
+from harness.failures import CaseFileError, load_case, script_path
+from harness.loader import Implementation, SpecError, load_implementation, split_spec
+
+REGRESSIONS_DIR = Path(__file__).resolve().parents[1] / "tests" / "regressions"
+REGRESSION_MARKER = "conv_regression"
+
+
+@dataclass
+class ReplayCase:
+    """A loaded case file and the implementations it is replayed against."""
+
+    path: Path
+    record: dict[str, Any]
+    case: Any  # ConvCase
+    impls: list[Implementation] = field(default_factory=list)
+
+    @property
+    def ran(self) -> str:
+        """The registered check to run again."""
+        return self.record.get("run_check") or self.record["check"]
+
+
+REPLAY_CASES = pytest.StashKey[dict[Path, ReplayCase]]()
+
+
+class ReplayFailure(AssertionError):
+    """A replayed case that still fails; its message is the whole report."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("conv-harness", "convolution conformance harness")
+    group.addoption(
+        "--replay", action="append", default=[], metavar="FILE",
+        help="run only the saved failure case FILE (a JSON file from --conv-failures, or a "
+             "folder of them) again, against the implementation it names or each --impl; "
+             "may be given several times")
+
+
+# --- loading ----------------------------------------------------------------
+
+def case_files(paths: list[str], base: Path) -> list[Path]:
+    """The case files named by ``paths`` (files, or folders of ``*.json``), in order."""
+    out: list[Path] = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        path = path if path.is_absolute() else base / path
+        if path.is_dir():
+            found = sorted(p for p in path.glob("*.json") if not p.name.startswith("."))
+            if not found:
+                raise pytest.UsageError(f"--replay {raw}: the folder holds no case files "
+                                        "(*.json)")
+            out += found
+        elif not path.exists():
+            raise pytest.UsageError(f"--replay {raw}: no such case file")
+        else:
+            out.append(path)
+    return list(dict.fromkeys(p.resolve() for p in out))
+
+
+_LOADED: dict[str, Implementation] = {}
+
+
+def recorded_implementation(record: dict[str, Any], path: Path) -> Implementation:
+    """The implementation a case file names (also found from another folder if it is a file)."""
+    spec = record["impl"]
+    if spec in _LOADED:
+        return _LOADED[spec]
+    try:
+        impl = load_implementation(spec)
+    except SpecError as first:
+        impl_file = record.get("impl_file")
+        _, attr = split_spec(spec)
+        if not (isinstance(impl_file, str) and Path(impl_file).is_file()):
+            raise CaseFileError(f"{path}: names an implementation that cannot be loaded: "
+                                f"{first} (give another with --impl SPEC)") from None
+        try:  # a file spec recorded relative to another folder: its absolute path
+            impl = load_implementation(impl_file + (f":{attr}" if attr else ""))
+        except SpecError as exc:
+            raise CaseFileError(f"{path}: names an implementation that cannot be loaded: "
+                                f"{exc} (give another with --impl SPEC)") from None
+        impl.spec = spec
+    _LOADED[spec] = impl
+    return impl
+
+
+def load_replay(path: Path, impls: list[Implementation] | None) -> ReplayCase:
+    """Read one case file and the implementations to run it on; `CaseFileError` if bad."""
+    from harness.checks import REGISTRY
+
+    record, case = load_case(path)
+    ran = record.get("run_check") or record["check"]
+    if ran not in REGISTRY:
+        raise CaseFileError(f"{path}: check {ran!r} is not a check this harness has "
+                            f"({', '.join(sorted(REGISTRY))})")
+    chosen = impls if impls else [recorded_implementation(record, path)]
+    return ReplayCase(path=Path(path), record=record, case=case, impls=list(chosen))
+
+
+@pytest.hookimpl(trylast=True)  # after harness.plugin has loaded the --impl ones
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{REGRESSION_MARKER}: a replay of a committed regression case "
+                   "(run before the random search)")
+    paths = config.getoption("--replay", default=None)
+    if not paths:
+        return
+    from harness.plugin import loaded_implementations
+
+    explicit = loaded_implementations(config) if config.getoption("--impl") else None
+    files = case_files(paths, Path(config.invocation_params.dir))
+    cases: dict[Path, ReplayCase] = {}
+    for path in files:
+        try:
+            cases[path] = load_replay(path, explicit)
+        except CaseFileError as exc:
+            raise pytest.UsageError(f"--replay: {exc}") from None
+    config.stash[REPLAY_CASES] = cases
+    # Collect these files, and only these: the test paths become the case files.
+    config.args = [str(p) for p in files]
+
+
+# --- running ----------------------------------------------------------------
+
+def excluded_by(caps: Capabilities, case: Any) -> list[str]:
+    """Why an implementation's CAPABILITIES exclude ``case`` (empty: they do not)."""
+    p = case.problem
+    out = []
+    if p.dtype not in caps.dtypes:
+        out.append(f"dtype {p.dtype} (accepts {', '.join(caps.dtypes)})")
+    if not caps.dilation and any(d != 1 for d in p.dilation):
+        out.append("dilation > 1")
+    if not caps.groups and p.groups != 1:
+        out.append("groups > 1")
+    if not caps.bias_none and not p.bias:
+        out.append("bias=None")
+    if caps.square and any(len(set(t)) > 1 for t in (
+            p.kernel_size, p.stride, p.padding, p.dilation, p.output_padding)):
+        out.append("non-square kernel/stride/padding/dilation")
+    if caps.contiguous_only and any(v != "C" for v in case.layouts.values()):
+        out.append("non-contiguous inputs")
+    return out
+
+
+def skip_reason(impl: Implementation, ran: str, case: Any) -> str | None:
+    """Why ``impl`` cannot run check ``ran`` on ``case`` (None: it can)."""
+    from harness import oracle
+    from harness.checks import REGISTRY
+
+    check = REGISTRY[ran]
+    op = case.problem.op
+    if not check.applies_to(impl, op):
+        wanted = check.functions(op) or (op, f"{op}_backward")
+        missing = [name for name in wanted if not impl.has(name)]
+        return f"{impl.spec} does not provide {' / '.join(missing)} (check {ran!r})"
+    excluded = excluded_by(impl.capabilities, case)
+    if excluded:
+        return f"{impl.spec}'s CAPABILITIES exclude this case: {', '.join(excluded)}"
+    if check.oracle and not oracle.torch_available():
+        return f"check {ran!r} needs torch, which is not importable"
+    return None
+
+
+def replay_case(impl: Implementation, replay: ReplayCase, timeout: float | None) -> None:
+    """Run the case's check on ``impl``: skip, return quietly, or raise `ReplayFailure`."""
+    __tracebackhide__ = True
+    from harness.checks import run_check
+    from harness.suite import failure_text, shown_path
+
+    reason = skip_reason(impl, replay.ran, replay.case)
+    if reason:
+        pytest.skip(reason)
+    try:
+        run_check(replay.ran, impl, replay.case, timeout)
+    except CheckFailure as failure:
+        record = replay.record
+        lines = [f"replay of {shown_path(replay.path)}: still fails",
+                 failure_text(impl.spec, replay.case, failure, replay.ran),
+                 f"recorded: check {record['check']!r} failed for {record['impl']}"
+                 + _versions(record)]
+        script = script_path(replay.path)
+        if script.is_file():
+            lines.append(f"script:   python {shown_path(script)}")
+        else:
+            lines.append(f"script:   python -m harness.script {shown_path(replay.path)} "
+                         "-o repro.py && python repro.py")
+        raise ReplayFailure("\n".join(lines)) from None
+
+
+def _versions(record: dict[str, Any]) -> str:
+    versions = record.get("versions")
+    if isinstance(versions, dict) and versions:
+        return " (" + ", ".join(f"{k} {v}" for k, v in versions.items()) + ")"
+    return ""
+
+
+def timeout_of(config: pytest.Config) -> float | None:
+    return config.getoption("--conv-timeout", default=None) or None
+
+
+class ReplayItem(pytest.Item):
+    """One case file replayed against one implementation."""
+
+    def __init__(self, *, replay: ReplayCase, impl: Implementation, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.replay = replay
+        self.impl = impl
+
+    def runtest(self) -> None:
+        replay_case(self.impl, self.replay, timeout_of(self.config))
+
+    def repr_failure(self, excinfo, style=None):  # type: ignore[override]
+        if isinstance(excinfo.value, (ReplayFailure, CheckFailure)):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):
+        return self.path, None, f"replay {self.path.name} [{self.impl.name}]"
+
+
+class ReplayFile(pytest.File):
+    """A case file given to ``--replay``: one item per implementation."""
+
+    def collect(self) -> Iterator[ReplayItem]:
+        replay = self.config.stash[REPLAY_CASES][self.path.resolve()]
+        for impl in replay.impls:
+            yield ReplayItem.from_parent(self, name=impl.name, replay=replay, impl=impl)
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> ReplayFile | None:
+    cases = parent.config.stash.get(REPLAY_CASES, None)
+    if cases and file_path.suffix == ".json" and file_path.resolve() in cases:
+        # A file outside the rootdir would get an empty node id (and two such
+        # files the same ids): name it by its path, relative when inside.
+        try:
+            nodeid = file_path.relative_to(parent.config.rootpath).as_posix()
+        except ValueError:
+            nodeid = file_path.as_posix()
+        return ReplayFile.from_parent(parent, path=file_path, nodeid=nodeid)
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The regression corpus first: explicit examples run before any random search."""
+    first = [item for item in items if item.get_closest_marker(REGRESSION_MARKER)]
+    if first:
+        rest = [item for item in items if not item.get_closest_marker(REGRESSION_MARKER)]
+        items[:] = first + rest
+
+
+# --- the committed regression corpus ------------------------------------------
+
+def corpus_files(folder: Path = REGRESSIONS_DIR) -> list[Path]:
+    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+
+
+def run_regression(impl: Implementation, path: Path, timeout: float | None) -> None:
+    """Replay one committed regression case against ``impl`` (for test_regressions.py)."""
+    __tracebackhide__ = True
+    try:
+        record, case = load_case(path)
+    except CaseFileError as exc:
+        pytest.fail(f"broken regression case: {exc}", pytrace=False)
+    from harness.checks import REGISTRY
+
+    ran = record.get("run_check") or record["check"]
+    if ran not in REGISTRY:
+        pytest.fail(f"broken regression case: {path}: unknown check {ran!r}", pytrace=False)
+    try:
+        replay_case(impl, ReplayCase(path=path, record=record, case=case, impls=[impl]),
+                    timeout)
+    except ReplayFailure as failure:
+        pytest.fail(str(failure), pytrace=False)
