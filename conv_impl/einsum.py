@@ -37,7 +37,6 @@ __all__ = [
 Ints = tuple[int, ...]
 
 
-
 # ----------------------------------------------------------------------------
 # small helpers
 # ----------------------------------------------------------------------------
@@ -62,12 +61,14 @@ def _as_ints(value: Sequence[int] | int, nd: int, name: str) -> Ints:
 
 def _out_size(size: Ints, kernel: Ints, stride: Ints, padding: Ints,
               dilation: Ints) -> Ints:
+    """Output size of a convolution, as torch computes it."""
     return tuple((n + 2 * p - d * (k - 1) - 1) // s + 1
                  for n, k, s, p, d in zip(size, kernel, stride, padding, dilation))
 
 
 # ----------------------------------------------------------------------------
-# the three primitives (cross-correlation, as torch's "convolution")
+# the two primitives (cross-correlation, as torch's "convolution", and its
+# gradients), computed by _einsum_engine
 # ----------------------------------------------------------------------------
 
 def _plan(x_shape: Ints, w_shape: Ints, groups: int, in_size: Ints, stride: Ints,
