@@ -107,12 +107,12 @@ def _safe(name: str) -> str:
 
 def case_path(directory: Path, record: dict[str, Any], stem_prefix: str) -> Path:
     """Where ``record`` is saved: ``<prefix>-<op>-<check>-<hash of the content>.json``."""
-    digest = hashlib.sha256(_dump(record).encode()).hexdigest()[:10]
+    digest = hashlib.sha256(dump_record(record).encode()).hexdigest()[:10]
     stem = f"{_safe(stem_prefix)}-{_safe(record['op'])}-{_safe(record['check'])}-{digest}"
     return Path(directory) / f"{stem}.json"
 
 
-def _dump(record: dict[str, Any]) -> str:
+def dump_record(record: dict[str, Any]) -> str:
     """The record as JSON, one key per line and each array on one line (easy to diff)."""
     def compact(value: Any) -> str:
         return json.dumps(value, separators=(", ", ": "))
@@ -143,7 +143,7 @@ def save_case(directory: Path, record: dict[str, Any], stem_prefix: str,
     if script is not None and not script_path(path).exists():
         atomic_write(script_path(path), script)
     if not path.exists():
-        atomic_write(path, _dump(record))
+        atomic_write(path, dump_record(record))
     return path
 
 
