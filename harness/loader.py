@@ -83,9 +83,26 @@ def _quiet() -> Any:
         yield
 
 
+def _package_module(path: Path) -> tuple[Path, str] | None:
+    """(folder to import from, dotted name) when ``path`` lies inside a package."""
+    path = path.resolve()
+    parts = [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").is_file():
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    return (folder, ".".join(parts)) if len(parts) > 1 else None
+
+
 def _import_file(spec: str, path: Path) -> ModuleType:
     if not path.is_file():
         raise SpecError(f"--impl {spec!r}: no such file {str(path)!r}")
+    package = _package_module(path)
+    if package is not None:  # a module of a package: import it as such (relative imports)
+        folder, dotted = package
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+        return _import_dotted(spec, dotted)
     name = f"_conv_impl_under_test_{abs(hash(str(path.resolve())))}"
     if name in sys.modules:
         return sys.modules[name]

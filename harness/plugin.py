@@ -92,6 +92,10 @@ def _repair_path_options(config: pytest.Config, args: list[str]) -> None:
         rootdir_cmd_arg=ns.rootdir or None, invocation_dir=config.invocation_params.dir)
     if (rootpath, inipath) == (config.rootpath, config.inipath):
         return
+    # The wrong config file's addopts were put in front of the arguments: swap them.
+    wrong_addopts = config.getini("addopts")
+    if wrong_addopts and args[:len(wrong_addopts)] == wrong_addopts:
+        del args[:len(wrong_addopts)]
     config._rootpath = rootpath
     config._inipath = inipath
     config._inicfg = inicfg
@@ -100,6 +104,7 @@ def _repair_path_options(config: pytest.Config, args: list[str]) -> None:
     config._parser.extra_info["rootdir"] = str(rootpath)
     config._parser.extra_info["inifile"] = str(inipath)
     ns.confcutdir = str(inipath.parent if inipath is not None else rootpath)
+    args[:0] = config.getini("addopts")
 
 
 def requested_specs(config: pytest.Config) -> list[str]:

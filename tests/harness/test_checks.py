@@ -1,0 +1,83 @@
+"""Every check can fail, each on its own known bug; no check flags a correct algorithm."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, Phase, find, given, settings
+
+from harness.calling import CheckFailure
+from harness.checks import REGISTRY, run_check
+from harness.loader import load_implementation
+from strategies import conv_cases
+
+HERE = Path(__file__).parent
+ORACLE_AND_REPEAT = ("forward", "grad_input", "grad_weight", "grad_bias", "repeatable")
+QUIET = dict(database=None, deadline=None,
+             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+# Finding a failure is the point here, not shrinking it (test_shrinking.py does that).
+FIND_ONLY = settings(max_examples=300, phases=[Phase.generate], **QUIET)
+
+
+def impl(module: str, name: str):
+    return load_implementation(f"{HERE / module}:{name}")
+
+
+def fails(check: str, implementation, case) -> bool:
+    try:
+        run_check(check, implementation, case)
+    except CheckFailure as failure:
+        return failure.check == check
+    return False
+
+
+CAUGHT_BY = {
+    "float32_inside": "forward",
+    "float16_accumulation": "forward",
+    "wrong_forward": "forward",
+    "wrong_grad_weight": "grad_weight",
+    "wrong_grad_bias": "grad_bias",
+    "not_repeatable": "repeatable",
+}
+
+
+@pytest.mark.parametrize("bug", sorted(CAUGHT_BY))
+def test_each_known_bug_is_caught_by_its_check(bug):
+    target = impl("known_bugs.py", bug)
+    find(conv_cases("conv2d", capabilities=target.capabilities),
+         lambda case: fails(CAUGHT_BY[bug], target, case),
+         settings=FIND_ONLY)
+
+
+@pytest.mark.parametrize("bug", sorted(CAUGHT_BY))
+def test_each_known_bug_is_caught_by_no_other_check(bug):
+    target = impl("known_bugs.py", bug)
+    others = [c for c in ORACLE_AND_REPEAT if c != CAUGHT_BY[bug] and REGISTRY[c].applies_to(
+        target, "conv2d")]
+
+    @settings(max_examples=25, **QUIET)
+    @given(case=conv_cases("conv2d", capabilities=target.capabilities))
+    def no_other_check_fails(case):
+        for check in others:
+            run_check(check, target, case)
+
+    no_other_check_fails()
+
+
+def test_the_tutorial_is_caught_by_grad_input():
+    target = load_implementation("conv_impl.tutorial")
+    find(conv_cases("conv2d", capabilities=target.capabilities),
+         lambda case: fails("grad_input", target, case), settings=FIND_ONLY)
+
+
+@pytest.mark.parametrize("name", ["fft", "float16_accumulation", "reversed_order"])
+def test_correct_algorithms_that_round_differently_pass(name):
+    target = impl("other_algorithms.py", name)
+
+    @settings(max_examples=150, **QUIET)
+    @given(case=conv_cases("conv2d", capabilities=target.capabilities))
+    def forward_holds(case):
+        run_check("forward", target, case)
+
+    forward_holds()

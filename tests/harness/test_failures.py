@@ -1,0 +1,212 @@
+"""Failure case files, the failure report, and what a failing run leaves behind.
+
+The in-process tests pin the case file (exact round trip of values, dtype and
+layouts; atomic, no clobbering; clear errors for bad files) and the report
+text. One subprocess run under xdist (``-n 2``) pins the whole chain of
+contract section 3: one JSON file and one script per falsified check, each
+script reproducing the mismatch on its own, and ``--replay`` failing against
+the buggy implementation and passing against a correct one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.calling import CheckFailure
+from harness.checks import run_check
+from harness.failures import (
+    SCHEMA_VERSION, CaseFileError, case_path, case_record, dump_record, load_case, save_case,
+    script_path)
+from harness.loader import load_implementation
+from harness.plugin import Target
+from harness.problem import ConvCase, ConvProblem
+from harness.suite import failure_report
+
+PROBLEM = dict(op="conv2d", batch=1, in_channels=2, out_channels=2, input_size=(3, 2),
+               kernel_size=(2, 1), stride=(1, 1), padding=(0, 1), dilation=(1, 1), groups=1)
+
+
+def make_case(dtype="float64", bias=True, layouts=None, seed=0) -> ConvCase:
+    p = ConvProblem(**PROBLEM, bias=bias, dtype=dtype)
+    rng = np.random.default_rng(seed)
+
+    def values(shape):  # thirds and odd floats: values that do not print exactly
+        return (rng.standard_normal(shape) / 3).astype(dtype)
+
+    shapes = p.shapes()
+    return ConvCase(problem=p, x=values(shapes["x"]), weight=values(shapes["weight"]),
+                    bias=values(shapes["bias"]) if bias else None,
+                    grad_output=values(shapes["grad_output"]), layouts=layouts or {})
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_case_file_round_trip_is_exact(tmp_path, dtype, bias):
+    layouts = {"x": "F", "weight": "strided", "grad_output": "reversed"}
+    if bias:
+        layouts["bias"] = "C"
+    case = make_case(dtype, bias, layouts)
+    case.x.flat[0] = -0.0
+    record = case_record("conv_impl.einsum", case, "forward", "message", run_check="forward")
+    path = save_case(tmp_path, record, "einsum", script="# script\n")
+    assert path.name.startswith("einsum-conv2d-forward-") and path.suffix == ".json"
+    loaded, back = load_case(path)
+    assert back.problem == case.problem
+    assert back.layouts == layouts
+    for name, original in case.arrays().items():
+        again = back.arrays()[name]
+        if original is None:
+            assert again is None and loaded["inputs"][name] is None
+        else:
+            assert again.dtype == original.dtype
+            assert again.tobytes() == original.tobytes()  # bit for bit, -0.0 included
+    assert loaded["schema_version"] == SCHEMA_VERSION
+    assert set(loaded["versions"]) == {"numpy", "torch"}
+    assert loaded["run_check"] == "forward"
+    for key in ("impl", "op", "check", "params", "inputs", "message"):  # the contract's keys
+        assert key in loaded
+    assert loaded["params"] == {**case.problem.params()}
+    assert script_path(path).read_text() == "# script\n"
+    mode = stat.S_IMODE(os.stat(path).st_mode)
+    assert mode & stat.S_IRUSR and mode & stat.S_IRGRP  # not mkstemp's private 0600
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name,
+                                                                 script_path(path).name])
+
+
+def test_same_case_from_many_writers_is_one_file_and_different_cases_never_clobber(tmp_path):
+    records = [case_record("x.py", make_case(seed=s), "forward", f"m{s}") for s in (1, 2)]
+    errors = []
+
+    def write(record):
+        try:
+            for _ in range(20):
+                save_case(tmp_path, record, "x", script="# s\n")
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(records[i % 2],)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert len(names) == 4, names  # two JSON + two scripts, no temporary files left
+    for record in records:
+        path = case_path(tmp_path, record, "x")
+        assert path.read_text() == dump_record(record)
+
+
+def test_bad_case_files_are_clear_errors(tmp_path):
+    good = case_record("conv_impl.einsum", make_case(), "forward", "m")
+    text = dump_record(good)
+    cases = {
+        "missing.json": None,
+        "truncated.json": text[: len(text) // 2],
+        "empty.json": "",
+        "v2.json": dump_record({**good, "schema_version": 2}),
+        "list.json": "[1, 2]",
+        "nokeys.json": json.dumps({"impl": "x"}),
+        "badop.json": dump_record({**good, "op": "conv9d"}),
+        "shape.json": dump_record({**good, "inputs": {**good["inputs"], "x": [[1.0]]}}),
+        "layout.json": dump_record({**good, "layouts": {"x": "diagonal"}}),
+    }
+    expected = {"missing.json": "no such case file", "truncated.json": "truncated",
+                "empty.json": "empty", "v2.json": "schema version 2",
+                "list.json": "not a case file", "nokeys.json": "missing op, check",
+                "badop.json": "unknown op 'conv9d'", "shape.json": "shape",
+                "layout.json": "diagonal"}
+    for name, content in cases.items():
+        path = tmp_path / name
+        if content is not None:
+            path.write_text(content)
+        with pytest.raises(CaseFileError) as info:
+            load_case(path)
+        assert str(path) in str(info.value) and expected[name] in str(info.value), name
+
+
+def test_report_names_check_parameters_error_tolerance_and_prints_the_script(tmp_path):
+    """The report of a final failure: everything a bug report needs, in order."""
+    impl = load_implementation("conv_impl.tutorial")
+    p = ConvProblem(op="conv2d", batch=1, in_channels=1, out_channels=1, input_size=(4, 4),
+                    kernel_size=(1, 1), stride=(3, 3), padding=(0, 0), dilation=(1, 1),
+                    groups=1, bias=True, dtype="float64")
+    case = ConvCase(problem=p, x=np.zeros((1, 1, 4, 4)), weight=np.ones((1, 1, 1, 1)),
+                    bias=np.zeros(1), grad_output=np.ones((1, 1, 2, 2)),
+                    layouts={"x": "F", "weight": "C", "bias": "C", "grad_output": "C"})
+    with pytest.raises(CheckFailure) as info:
+        run_check("grad_input", impl, case)
+    target = Target(impl, "conv2d", None, tmp_path)
+    report = failure_report(target, case, info.value, "grad_input")
+    lines = report.splitlines()
+    assert lines[0] == ("conv_impl.tutorial conv2d: check 'grad_input' failed "
+                        "(grad_input against torch autograd's)")
+    assert lines[1] == f"parameters: {p.describe()}"
+    assert lines[2].startswith("layouts: x=F")
+    assert lines[3].startswith("grad_input: ") and " of 16 elements off; largest error " in lines[3]
+    assert " at index (0, 0, " in lines[3] and ": got " in lines[3] and ", expected " in lines[3]
+    assert lines[4].startswith("tolerance: float64 (u=1.11e-16), reduction length K=1")
+    assert "expected grad_input:" in report and "actual grad_input:" in report
+    saved = sorted(tmp_path.glob("*.json"))
+    assert len(saved) == 1
+    assert f"replay:    pytest --replay {saved[0]}" in report
+    script = script_path(saved[0]).read_text()
+    assert script.rstrip("\n") in report  # the script itself is printed
+    record, back = load_case(saved[0])
+    assert report.startswith(record["message"] + "\ncase file: ")
+    assert back.layouts["x"] == "F"
+
+
+def _newest_report_sections(stdout: str) -> list[str]:
+    return [s for s in stdout.split("---- reproduction script ")[1:]]
+
+
+def test_xdist_run_leaves_one_case_and_script_per_failure_that_reproduce(run_pytest, tmp_path):
+    """Contract section 3 end to end, under ``-n 2``: two buggy implementations,
+    one falsified check each, found on whichever worker ran it."""
+    failures = tmp_path / "failures"
+    done = run_pytest("tests/conformance/test_conformance.py", "-n", "2", "-k", "grad_input",
+                      "--impl", "conv_impl.tutorial",
+                      "--impl", "tools/tutorial_variants.py:stride_bug_square",
+                      "--conv-failures", failures)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "2 failed" in done.stdout
+    cases = sorted(failures.glob("*.json"))
+    scripts = sorted(failures.glob("*.py"))
+    assert len(cases) == 2 and [s.stem for s in scripts] == [c.stem for c in cases], \
+        sorted(p.name for p in failures.iterdir())
+    assert not [p for p in failures.iterdir() if p.name.startswith(".")]  # no temporary files
+    assert len(_newest_report_sections(done.stdout)) == 2
+    impls = set()
+    for path in cases:
+        record, _ = load_case(path)
+        impls.add(record["impl"])
+        assert record["check"] == "grad_input"
+        assert f"pytest --replay {path}" in done.stdout
+        shown = [line for line in script_path(path).read_text().splitlines() if line.strip()]
+        assert all(line in done.stdout for line in shown)  # the script, in the report
+    assert impls == {"conv_impl.tutorial", "tools/tutorial_variants.py:stride_bug_square"}
+
+    # Each script on its own, from another folder: exits 1 and shows the mismatch.
+    runs = [subprocess.Popen([sys.executable, str(s)], cwd=tmp_path, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE) for s in scripts]
+    for script, proc in zip(scripts, runs):
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 1, (script.name, out, err)
+        assert "FAILED" in out and "grad_input: " in out and "largest error" in out, out
+
+    # Replaying the folder: still fails against the tutorial; passes against einsum.
+    again = run_pytest("--replay", failures, "--impl", "conv_impl.tutorial")
+    assert again.returncode == 1 and "2 failed" in again.stdout, again.stdout[-3000:]
+    assert "still fails" in again.stdout
+    fixed = run_pytest("--replay", failures, "--impl", "conv_impl.einsum")
+    assert fixed.returncode == 0 and "2 passed" in fixed.stdout, fixed.stdout[-3000:]

@@ -1,0 +1,88 @@
+"""Contract section 1: pointing the suite at implementations, and bad specs."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from tests.harness.conftest import PROJECT_ROOT
+
+FORWARD_2D = ("-k", "test_forward and conv2d]", "-rA")
+
+
+def test_spec_forms_each_named_in_test_ids(run_pytest):
+    result = run_pytest("--impl", "conv_impl/einsum.py", "--impl=conv_impl.tutorial:fixed",
+                        "--impl", "conv_impl.direct", *FORWARD_2D)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for name in ("einsum", "conv_impl.tutorial:fixed", "conv_impl.direct"):
+        assert f"PASSED tests/conformance/test_conformance.py::test_forward[{name}-conv2d]" \
+            in result.stdout
+
+
+def test_conv_impl_environment_variable(run_pytest):
+    result = run_pytest(*FORWARD_2D, env={"CONV_IMPL": "conv_impl.im2col"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "test_forward[conv_impl.im2col-conv2d]" in result.stdout
+
+
+def test_default_is_the_shipped_einsum(run_pytest):
+    result = run_pytest(*FORWARD_2D, env={"CONV_IMPL": ""})
+    assert "PASSED tests/conformance/test_conformance.py::test_forward[conv_impl.einsum-conv2d]" \
+        in result.stdout
+
+
+@pytest.mark.parametrize("form", ["separate", "equals"])
+def test_a_file_outside_the_project_uses_this_projects_tests_and_settings(
+        run_pytest, tmp_path, form):
+    """pytest first takes ``--impl /elsewhere/mine.py`` for a test path; the run must not."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "mine.py").write_text("from conv_impl.einsum import conv2d\n")
+    # A project of the user's own, with pytest settings that must not be taken.
+    (elsewhere / "pyproject.toml").write_text("[tool.pytest.ini_options]\naddopts = '-x --bogus'\n")
+    spec = str(elsewhere / "mine.py")
+    args = ["--impl", spec] if form == "separate" else [f"--impl={spec}"]
+    result = run_pytest(*args, *FORWARD_2D, "-v")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "PASSED tests/conformance/test_conformance.py::test_forward[mine-conv2d]" \
+        in result.stdout
+    assert f"rootdir: {PROJECT_ROOT}" in result.stdout
+    assert "configfile: pyproject.toml" in result.stdout
+
+
+def test_two_implementations_one_failing_one_passing(run_pytest):
+    result = run_pytest("--impl", "conv_impl.tutorial", "--impl", "conv_impl.einsum",
+                        "-k", "test_grad_input and conv2d]", "-rA")
+    assert result.returncode == 1
+    assert "PASSED tests/conformance/test_conformance.py::test_grad_input[conv_impl.einsum-conv2d]" \
+        in result.stdout
+    assert "FAILED tests/conformance/test_conformance.py::test_grad_input[conv_impl.tutorial-conv2d]" \
+        in result.stdout
+
+
+BAD_SPECS = {
+    "no_such_file": ("missing/nowhere.py", "no such file"),
+    "no_such_module": ("no_such_pkg.conv", "no module named 'no_such_pkg'"),
+    "import_error": ("{dir}/raises.py", "importing"),
+    "no_functions": ("{dir}/empty.py", "provides none of the contract's functions"),
+    "bad_capabilities": ("{dir}/badcaps.py", "unknown CAPABILITIES key"),
+    "no_such_attribute": ("conv_impl.einsum:nothing", "has no attribute 'nothing'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SPECS))
+def test_a_spec_that_cannot_be_loaded_is_a_usage_error(run_pytest, tmp_path, case):
+    (tmp_path / "raises.py").write_text("raise RuntimeError('broken on import')\n")
+    (tmp_path / "empty.py").write_text("x = 1\n")
+    (tmp_path / "badcaps.py").write_text(textwrap.dedent("""
+        from conv_impl.einsum import conv2d
+        CAPABILITIES = {"dilations": False}
+    """))
+    spec, reason = BAD_SPECS[case]
+    spec = spec.format(dir=tmp_path)
+    result = run_pytest("--impl", spec)
+    assert result.returncode == 4, result.stdout + result.stderr
+    error = result.stderr.strip().splitlines()
+    assert any(spec in line and reason in line for line in error), result.stderr
+    assert "Traceback" not in result.stdout + result.stderr

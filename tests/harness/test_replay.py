@@ -1,0 +1,112 @@
+"""``pytest --replay`` and the regression corpus (harness/replay.py).
+
+In process: the corpus fails for the tutorial and holds for the correct
+implementations; skip reasons; every kind of bad input is a clear error
+naming the file. In subprocesses: a folder replayed under xdist collects
+only the replays, the corpus runs before the random search, and bad input
+is exit status 4 with one message and no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness import replay
+from harness.calling import CheckFailure
+from harness.capabilities import Capabilities
+from harness.checks import run_check
+from harness.failures import CaseFileError, dump_record, load_case
+from harness.loader import load_implementation
+
+CORPUS = replay.corpus_files()
+CORRECT = ("conv_impl.einsum", "conv_impl.direct", "conv_impl.im2col")
+
+
+def test_corpus_holds_the_tutorials_shrunk_cases():
+    assert len(CORPUS) >= 2
+    for path in CORPUS:
+        record, case = load_case(path)
+        assert "tutorial" in record["impl"] and record["run_check"] in {"grad_input"}
+        assert case.x.size <= 16  # shrunk: small enough to read
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
+def test_corpus_fails_for_the_tutorial_and_holds_for_correct_implementations(path):
+    record, case = load_case(path)
+    with pytest.raises(CheckFailure):
+        run_check(record["run_check"], load_implementation("conv_impl.tutorial"), case)
+    for spec in CORRECT:
+        run_check(record["run_check"], load_implementation(spec), case)
+
+
+def test_skip_reasons_name_the_missing_function_or_the_capability():
+    _, case = load_case(CORPUS[0])
+    one_d = load_implementation("examples/conv1d_layer.py")
+    assert "does not provide conv2d_backward" in replay.skip_reason(one_d, "grad_input", case)
+    assert replay.skip_reason(load_implementation("conv_impl.einsum"), "grad_input", case) is None
+    assert replay.excluded_by(Capabilities(dtypes=("float32",)), case) == [
+        "dtype float64 (accepts float32)"]
+    case.layouts["x"] = "F"
+    assert replay.excluded_by(Capabilities(contiguous_only=True), case) == [
+        "non-contiguous inputs"]
+
+
+def test_bad_input_is_a_usage_error_or_case_file_error_naming_the_file(tmp_path):
+    with pytest.raises(pytest.UsageError, match="missing.json: no such case file"):
+        replay.case_files(["missing.json"], tmp_path)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(pytest.UsageError, match="holds no case files"):
+        replay.case_files(["empty"], tmp_path)
+    record = json.loads(CORPUS[0].read_text())
+    bad = {
+        "truncated.json": (CORPUS[0].read_text()[:200], "truncated"),
+        "v9.json": (dump_record({**record, "schema_version": 9}), "schema version 9"),
+        "noimpl.json": (dump_record({**record, "impl": "no/such/impl.py"}),
+                        "names an implementation that cannot be loaded"),
+        "nocheck.json": (dump_record({**record, "run_check": "bogus"}), "check 'bogus'"),
+    }
+    for name, (text, message) in bad.items():
+        path = tmp_path / name
+        path.write_text(text)
+        with pytest.raises(CaseFileError, match=message) as info:
+            replay.load_replay(path, None)
+        assert str(path) in str(info.value)
+    # --impl replaces the recorded implementation, so that one need not load
+    einsum = load_implementation("conv_impl.einsum")
+    assert replay.load_replay(tmp_path / "noimpl.json", [einsum]).impls == [einsum]
+
+
+def test_replay_of_a_folder_under_xdist_collects_only_the_replays(run_pytest):
+    done = run_pytest("--replay", "tests/regressions", "-n", "2", "-v")
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
+    assert f"{len(CORPUS)} failed" in done.stdout and "passed" not in done.stdout.splitlines()[-1]
+    assert "test_conformance" not in done.stdout and "test_regression" not in done.stdout
+    for path in CORPUS:  # against the implementation each file names
+        assert f"tests/regressions/{path.name}::" in done.stdout
+    assert "still fails" in done.stdout and "largest error" in done.stdout
+
+
+def test_regression_corpus_is_collected_before_the_random_search(run_pytest):
+    done = run_pytest("--co", "-q", "--impl", "conv_impl.einsum", "--impl", "conv_impl.direct")
+    ids = [line for line in done.stdout.splitlines() if "::" in line]
+    regressions = [i for i in ids if "test_regressions.py" in i]
+    assert len(regressions) == 2 * len(CORPUS)
+    assert ids[: len(regressions)] == regressions and len(ids) > len(regressions)
+
+
+@pytest.mark.parametrize("bad", ["truncated", "impl"])
+def test_bad_replay_input_is_exit_4_with_one_message(run_pytest, tmp_path, bad):
+    path = tmp_path / "case.json"
+    record = json.loads(CORPUS[0].read_text())
+    if bad == "truncated":
+        path.write_text(CORPUS[0].read_text()[:150])
+        expected = "truncated"
+    else:
+        path.write_text(dump_record({**record, "impl": "no_such_module.conv"}))
+        expected = "names an implementation that cannot be loaded"
+    done = run_pytest("--replay", path)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert str(path) in done.stderr and expected in done.stderr
+    assert "Traceback" not in done.stdout + done.stderr

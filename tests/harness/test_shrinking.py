@@ -1,0 +1,41 @@
+"""The suite's shrunk counterexamples are the smallest problems, end to end.
+
+Each test runs the conformance suite on a known-buggy implementation and reads
+the parameters of the JSON case it saved for its final, shrunk example.
+"""
+
+from __future__ import annotations
+
+import json
+
+
+def shrunk_params(run_pytest, tmp_path, spec: str, selection: str) -> dict:
+    result = run_pytest("--impl", spec, "-k", selection)
+    assert result.returncode == 1, result.stdout + result.stderr
+    files = sorted((tmp_path / "failures").glob("*.json"))
+    assert len(files) == 1, [f.name for f in files]
+    record = json.loads(files[0].read_text())
+    assert record["check"] == "grad_input" and record["op"] == "conv2d"
+    return record["params"]
+
+
+def test_the_tutorial_shrinks_to_its_padding_bug(run_pytest, tmp_path):
+    params = shrunk_params(run_pytest, tmp_path, "conv_impl.tutorial",
+                           "test_grad_input and conv2d]")
+    assert params == {
+        "batch": 1, "in_channels": 1, "out_channels": 1, "input_size": [1, 1],
+        "kernel_size": [1, 1], "stride": [1, 1], "padding": [1, 1], "dilation": [1, 1],
+        "groups": 1, "bias": True, "dtype": "float64",
+    }
+
+
+def test_the_tutorial_with_only_its_stride_bug_shrinks_to_stride_3(run_pytest, tmp_path):
+    params = shrunk_params(run_pytest, tmp_path, "conv_impl.tutorial:stride_bug_only",
+                           "test_grad_input and conv2d]")
+    strided = params["stride"].index(3)  # either axis may carry it; the other has stride 1
+    assert sorted(params["stride"]) == [1, 3]
+    assert params["input_size"][strided] == 4 and params["input_size"][1 - strided] == 1
+    assert {k: v for k, v in params.items() if k not in ("stride", "input_size")} == {
+        "batch": 1, "in_channels": 1, "out_channels": 1, "kernel_size": [1, 1],
+        "padding": [0, 0], "dilation": [1, 1], "groups": 1, "bias": True, "dtype": "float64",
+    }

@@ -1,0 +1,95 @@
+"""The strategies produce only valid problems, reach every feature, honour CAPABILITIES."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, Phase, find, given, settings, strategies as st
+from hypothesis.errors import InvalidArgument
+
+from harness.capabilities import Capabilities
+from harness.problem import OPS
+from strategies import conv_cases, conv_problems, features
+
+FAST = settings(max_examples=30, deadline=None, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+@FAST
+@given(data=st.data())
+def test_problems_are_valid_for_torch(op, data):
+    case = data.draw(conv_cases(op))
+    p = case.problem
+    fn = getattr(torch.nn.functional, op)
+    y = fn(torch.from_numpy(case.x.astype(np.float64)),
+           torch.from_numpy(case.weight.astype(np.float64)),
+           None if case.bias is None else torch.from_numpy(case.bias.astype(np.float64)),
+           **p.kwargs())
+    assert tuple(y.shape) == p.output_shape == case.grad_output.shape
+    assert min(p.output_size) >= 1 and min(p.input_size) >= 1
+    for name, array in case.arrays().items():
+        if array is not None:
+            assert array.dtype == np.dtype(p.dtype)
+            assert np.all(np.isfinite(array)) and np.max(np.abs(array), initial=0) <= 4
+
+
+CONV2D_FEATURES = [
+    "stride > 1", "stride remainder", "stride > kernel", "padding > 0", "padding >= kernel",
+    "dilation > 1", "groups > 1", "depthwise", "non-square", "output size 1", "batch 1",
+    "bias None", "dtype float16", "dtype float32", "dtype float64", "layout F",
+    "layout strided", "layout reversed",
+]
+
+
+@pytest.mark.parametrize("feature", CONV2D_FEATURES)
+def test_every_feature_is_reached_quickly(feature):
+    """Each feature turns up within a few dozen examples (find gives up after 100)."""
+    find(conv_cases("conv2d"), lambda case: feature in features(case),
+         settings=settings(max_examples=100, database=None, deadline=None,
+                           phases=[Phase.generate]))
+
+
+def test_transposed_output_padding_is_reached():
+    find(conv_cases("conv_transpose2d"), lambda case: "output_padding > 0" in features(case),
+         settings=settings(max_examples=100, database=None, phases=[Phase.generate]))
+
+
+@FAST
+@given(data=st.data())
+def test_capabilities_narrow_what_is_generated(data):
+    caps = Capabilities(dtypes=("float32",), dilation=False, groups=False, bias_none=False,
+                        square=True, contiguous_only=True)
+    case = data.draw(conv_cases("conv2d", capabilities=caps))
+    p = case.problem
+    assert p.dtype == "float32" and p.groups == 1 and p.bias
+    assert set(p.dilation) == {1}
+    for values in (p.kernel_size, p.stride, p.padding):
+        assert len(set(values)) == 1
+    assert set(case.layouts.values()) == {"C"}
+
+
+def test_capabilities_reject_unknown_keys_and_bad_values():
+    with pytest.raises(ValueError, match="unknown CAPABILITIES key"):
+        Capabilities.from_mapping({"dilations": False})
+    with pytest.raises(ValueError, match="subset"):
+        Capabilities.from_mapping({"dtypes": ("float8",)})
+    with pytest.raises(ValueError, match="True or False"):
+        Capabilities.from_mapping({"groups": "no"})
+
+
+def test_bad_op_is_a_clear_error():
+    with pytest.raises(InvalidArgument, match="conv4d"):
+        conv_problems("conv4d")
+
+
+def test_simplest_problem_is_the_minimal_one():
+    """What every shrink heads for: the smallest problem in every parameter."""
+    case = find(conv_cases("conv2d"), lambda case: True, settings=settings(database=None))
+    p = case.problem
+    assert (p.batch, p.in_channels, p.out_channels, p.groups) == (1, 1, 1, 1)
+    assert p.input_size == p.kernel_size == p.stride == p.dilation == (1, 1)
+    assert p.padding == (0, 0) and not p.bias and p.dtype == "float64"
+    assert set(case.layouts.values()) == {"C"}
+    assert not case.x.any() and not case.weight.any()
