@@ -89,7 +89,7 @@ def test_replay_of_a_folder_under_xdist_collects_only_the_replays(run_pytest):
 
 
 def test_regression_corpus_is_collected_before_the_random_search(run_pytest):
-    done = run_pytest("--co", "-q", "--impl", "conv_impl.einsum", "--impl", "conv_impl.direct")
+    done = run_pytest("--co", "--impl", "conv_impl.einsum", "--impl", "conv_impl.direct")
     ids = [line for line in done.stdout.splitlines() if "::" in line]
     regressions = [i for i in ids if "test_regressions.py" in i]
     assert len(regressions) == 2 * len(CORPUS)
