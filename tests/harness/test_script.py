@@ -1,0 +1,168 @@
+"""The standalone reproduction script (harness/script.py).
+
+Scripts for many generated cases are loaded in process and compared with the
+harness: the same values bit for bit, the same memory layouts, the same
+elementwise tolerance, the same verdict. Two are run as a user would, with
+``python``, from a folder outside the project, against a file spec with a
+class whose functions are methods.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from harness import oracle
+from harness.calling import CheckFailure
+from harness.checks import run_check
+from harness.failures import case_record, load_case
+from harness.loader import load_implementation
+from harness.problem import OPS, make_layout
+from harness.replay import corpus_files
+from harness.script import render_script
+from harness.tolerance import tolerance
+from strategies import conv_cases
+
+ALLOWED_IMPORTS = {"importlib", "importlib.util", "inspect", "math", "os", "sys", "numpy",
+                   "torch"}
+
+
+def load_script(text: str, folder: Path):
+    path = folder / f"repro_{abs(hash(text))}.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    saved = list(sys.path)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path[:] = saved
+    return module
+
+
+def run_main(module) -> str | None:
+    """The script's verdict: None when it passes, else its failure text."""
+    saved = list(sys.path)
+    try:
+        module.main()
+    except module.Failed as failure:
+        return str(failure)
+    finally:
+        sys.path[:] = saved
+    return None
+
+
+@settings(max_examples=40, derandomize=True, database=None, deadline=None,
+          suppress_health_check=list(HealthCheck))
+@given(data=st.data(), check=st.sampled_from(["forward", "grad_input", "grad_weight",
+                                              "grad_bias"]))
+def test_script_restates_values_layouts_and_tolerance_exactly(data, check):
+    op = data.draw(st.sampled_from(sorted(OPS)))
+    case = data.draw(conv_cases(op))
+    record = case_record("conv_impl.einsum", case, check, "m")
+    with tempfile.TemporaryDirectory() as tmp:
+        module = load_script(render_script(record, case), Path(tmp))
+    for name, original in case.arrays().items():
+        literal = getattr(module, name)
+        if original is None:
+            assert literal is None
+            continue
+        assert literal.dtype == original.dtype and literal.tobytes() == original.tobytes()
+        layout = case.layouts.get(name, "C")
+        assert module.layout(literal, layout).strides == make_layout(original, layout).strides
+    magnitude = oracle.magnitudes(case)
+    expected = module.torch_results()
+    for name, reference in vars(oracle.reference(case)).items():
+        if reference is None:
+            continue
+        assert np.array_equal(expected[name], reference)
+        assert np.array_equal(module.allowed(name, magnitude[name]),
+                              tolerance(case, name, magnitude).bound), name
+    assert run_main(module) is None  # einsum is correct: the script passes
+
+
+def test_script_imports_only_numpy_torch_and_the_standard_library():
+    record, case = load_case(corpus_files()[0])
+    tree = ast.parse(render_script(record, case))
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add(node.module)
+    assert imported <= ALLOWED_IMPORTS, imported
+
+
+@pytest.mark.parametrize("path", corpus_files(), ids=lambda p: p.stem)
+def test_corpus_scripts_fail_like_the_harness(path, tmp_path):
+    record, case = load_case(path)
+    with pytest.raises(CheckFailure) as info:
+        run_check(record["run_check"], load_implementation("conv_impl.tutorial"), case)
+    record = {**record, "impl": "conv_impl.tutorial"}
+    failure = run_main(load_script(render_script(record, case), tmp_path))
+    assert failure is not None
+    # the same first line as the harness's report: count, largest error, index, values
+    harness_line = info.value.message.splitlines()[0]
+    assert failure.splitlines()[0].startswith(harness_line.split(" (allowed")[0])
+
+
+def test_repeatable_and_other_checks(tmp_path):
+    record, case = load_case(corpus_files()[0])
+    noisy = tmp_path / "noisy.py"
+    noisy.write_text(textwrap.dedent("""\
+        import numpy as np
+        from conv_impl import einsum
+        _calls = [0]
+        def conv2d(x, weight, bias, **kw):
+            _calls[0] += 1
+            return einsum.conv2d(x, weight, bias, **kw) + _calls[0] * 1e-3
+        """))
+    text = render_script({**record, "impl": str(noisy), "run_check": "repeatable"}, case)
+    assert "repeatable: conv2d gave a different y" in run_main(load_script(text, tmp_path))
+    other = render_script({**record, "impl": "conv_impl.einsum", "run_check": "scaling"}, case)
+    assert "check 'scaling' is not restated here" in other
+    assert run_main(load_script(other, tmp_path)) is None
+
+
+def test_script_runs_standalone_against_a_file_spec_class(tmp_path):
+    """As a user runs it: ``python script.py``, from another folder."""
+    record, case = load_case(corpus_files()[0])
+    impl = tmp_path / "impl" / "mine.py"
+    impl.parent.mkdir()
+    impl.write_text(textwrap.dedent("""\
+        from conv_impl import einsum
+        class Impl:
+            def __init__(self):
+                self.offset = OFFSET
+            def conv2d_backward(self, *args, **kw):
+                gi, gw, gb = einsum.conv2d_backward(*args, **kw)
+                return gi + self.offset, gw, gb
+        """))
+    scripts = {}
+    for offset, name in ((0.0, "good"), (0.5, "bad")):
+        file = tmp_path / "impl" / f"{name}.py"
+        file.write_text(impl.read_text().replace("OFFSET", repr(offset)))
+        text = render_script({**record, "impl": f"{file}:Impl"}, case, name=f"{name}_repro.py")
+        scripts[name] = tmp_path / f"{name}_repro.py"
+        scripts[name].write_text(text)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    runs = {name: subprocess.Popen([sys.executable, str(path)], cwd=elsewhere, text=True,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            for name, path in scripts.items()}
+    good_out, good_err = runs["good"].communicate(timeout=300)
+    bad_out, bad_err = runs["bad"].communicate(timeout=300)
+    assert runs["good"].returncode == 0, good_out + good_err
+    assert good_out.startswith("OK: check grad_input holds")
+    assert runs["bad"].returncode == 1, bad_out + bad_err
+    assert "grad_input: " in bad_out and "largest error 0.5 at index" in bad_out
+    assert "expected grad_input:" in bad_out and "actual grad_input:" in bad_out
