@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 import pytest
 
+from harness import oracle
 from harness.calling import DEFAULT_TIMEOUT
 from harness.checks import REGISTRY
 from harness.failures import DEFAULT_FAILURES_DIR
@@ -129,6 +130,8 @@ def pytest_configure(config: pytest.Config) -> None:
         if names.count(impl.name) > 1:
             impl.name = impl.spec
     config.stash[IMPLEMENTATIONS] = impls
+    from harness.summary import Summary  # imports the checks, hence numpy and the registry
+    config.pluginmanager.register(Summary(impls), "conv_harness_summary")
 
 
 def targets(config: pytest.Config, check: str) -> list[Target]:
@@ -152,6 +155,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     check = marker.args[0]
     if check not in REGISTRY:
         raise pytest.UsageError(f"conv_check({check!r}): unknown check; known: {sorted(REGISTRY)}")
+    if REGISTRY[check].oracle and not oracle.torch_available():
+        metafunc.parametrize("target", [pytest.param(None, marks=pytest.mark.skip(
+            reason=f"oracle check {check!r} not run: PyTorch is not importable"))], ids=["no-torch"])
+        return
     metafunc.parametrize("target", targets(metafunc.config, check), ids=str)
 
 

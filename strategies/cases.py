@@ -7,6 +7,7 @@ from hypothesis import event, strategies as st
 from hypothesis.control import currently_in_test_context
 from hypothesis.extra import numpy as hnp
 
+from harness import coverage
 from harness.capabilities import Capabilities
 from harness.problem import ARRAY_NAMES, LAYOUTS, ConvCase, ConvProblem
 from strategies.problems import Bounds, conv_problems
@@ -53,8 +54,10 @@ def cases_for(draw, problem: ConvProblem, contiguous_only: bool = False) -> Conv
     chosen = {name: draw(layouts(contiguous_only)) for name in ARRAY_NAMES
               if arrays[name] is not None}
     case = ConvCase(problem=problem, layouts=chosen, **arrays)
+    exercised = features(case)
+    coverage.record(exercised)
     if currently_in_test_context():
-        for feature in features(case):
+        for feature in exercised:
             event(feature)
     return case
 
