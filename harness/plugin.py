@@ -38,8 +38,11 @@ class Target:
     def __str__(self) -> str:
         return f"{self.impl.name}-{self.op}"
 
+    def __repr__(self) -> str:  # what pytest's tracebacks show
+        return f"Target({self.impl.spec!r}, {self.op!r})"
+
     def _repr_pretty_(self, printer, cycle) -> None:  # how Hypothesis prints it
-        printer.text(f"Target({self.impl.spec!r}, {self.op!r})")
+        printer.text(repr(self))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
