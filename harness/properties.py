@@ -1,1 +1,698 @@
-"""Placeholder: filled in by its owner."""
+"""Checks that need no oracle: properties every convolution has.
+
+They call the implementation only (through `harness.calling`), never torch,
+so they run when PyTorch is not installed, and they are independent evidence
+when it is. Every one works for all operations, transposed ones included.
+
+The algebra they rest on: a convolution (plain or transposed) is the
+trilinear form
+
+    Phi(lo, w, hi) = sum over n, groups, a, b, kernel offset q, position j of
+                     lo[n, a, j] * w[a, b, q] * hi[n, b, j * s + q * d - p]
+
+("lo" is the side with one position per window: the output of a plain
+convolution, the input of a transposed one; "hi" the other side; out-of-range
+``hi`` positions are the zero padding). With g the output gradient,
+<conv(x, w), g> = Phi(g, w, x) for a plain convolution and Phi(x, w, g) for a
+transposed one; forward, grad_input and grad_weight are the three partial
+derivatives of Phi, and grad_bias is the sum of g per channel.
+
+Rounding bounds, never tuned constants: each result element the
+implementation returns is a sum of K products, so its error is at most
+gamma(K) * (sum of |products|) + K * smallest subnormal + the normwise floor
+(harness/tolerance.py explains each term); the sums of |products| are the
+same convolution on absolute values, which this module computes in float64
+with NumPy (`_bilinear` below: a gather per kernel offset). A scalar formed
+from results (an inner product, a difference of two losses) is bounded by
+the same per-element bounds weighted by the other factor, plus the float64
+error of forming it (gamma(n, u64) * sum |terms|).
+
+Checks:
+
+``adjoint``         <conv(x, w), g> - <b, sum g> = <x, grad_input> = <w, grad_weight>,
+                    and grad_bias = sum of g per channel.
+``linearity``       forward additive in x and in w (x split into two parts that
+                    add up exactly), bias shifts the output by exactly the bias;
+                    the gradients additive in g, grad_input in w, grad_weight in
+                    x; and, because the loss L = <conv(x, w, b), g> is affine in
+                    each argument, its gradient is its exact slope:
+                    L(x) - L(x1) = <x - x1, grad_input>, likewise in w and b.
+``finite_difference`` central differences of L for every element of x, w and
+                    b in float64 on small problems.
+``pointwise``       a 1x1 kernel is a channel matmul of the (padded, strided)
+                    input: np.einsum on a gathered view, plain matmul for
+                    stride 1, padding 0.
+``delta_kernel``    a kernel with a single non-zero offset q: the output is the
+                    channel mix of the padded input shifted by q*d and
+                    subsampled by the stride (transposed: scattered).
+``invalid``         (opt-in, needs torch) on an invalid problem the
+                    implementation raises exactly when torch does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from typing import Callable
+
+import numpy as np
+from hypothesis import strategies as st
+
+from harness.calling import CheckFailure, call_backward, call_forward, invoke
+from harness.checks import Check, register
+from harness.compare import compare
+from harness.loader import Implementation
+from harness.problem import ConvCase, ConvProblem
+from harness.tolerance import FLOAT64_UNIT_ROUNDOFF, Tolerance, gamma, tolerance, unit_roundoff
+
+U64 = FLOAT64_UNIT_ROUNDOFF
+GRADS = ("grad_input", "grad_weight", "grad_bias")
+
+
+# ----------------------------------------------------------------------------
+# The trilinear form in NumPy (float64): closed forms and magnitudes
+# ----------------------------------------------------------------------------
+
+def _f64(a: np.ndarray | None) -> np.ndarray | None:
+    return None if a is None else np.asarray(a, dtype=np.float64)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Bilinear:
+    """Gathers and scatters of one problem's geometry (see the module doc)."""
+
+    problem: ConvProblem
+
+    @property
+    def transposed(self) -> bool:
+        return self.problem.spec.transposed
+
+    @property
+    def lo_size(self) -> tuple[int, ...]:
+        p = self.problem
+        return p.input_size if self.transposed else p.output_size
+
+    @property
+    def hi_size(self) -> tuple[int, ...]:
+        p = self.problem
+        return p.output_size if self.transposed else p.input_size
+
+    def offsets(self) -> list[tuple[int, ...]]:
+        return list(itertools.product(*(range(k) for k in self.problem.kernel_size)))
+
+    def _slices(self, q: tuple[int, ...]) -> tuple[tuple[slice, ...], tuple[slice, ...]]:
+        """Per axis: the lo positions j whose hi position t = j*s + q*d - p is in
+        range (a run of consecutive j), and those t (every s-th position)."""
+        p = self.problem
+        los, his = [slice(None)] * 2, [slice(None)] * 2
+        for m, n, qa, s, d, pad in zip(self.lo_size, self.hi_size, q, p.stride, p.dilation,
+                                       p.padding):
+            shift = qa * d - pad
+            first = max(0, -(shift // s))  # smallest j with t >= 0
+            last = min(m - 1, (n - 1 - shift) // s) if n - 1 - shift >= 0 else -1
+            if last < first:
+                return (), ()
+            los.append(slice(first, last + 1))
+            his.append(slice(first * s + shift, last * s + shift + 1, s))
+        return tuple(los), tuple(his)
+
+    def gather(self, hi: np.ndarray, q: tuple[int, ...]) -> np.ndarray:
+        """hi (N, C, *hi_size) read at offset q: (N, C, *lo_size), zero where padding."""
+        los, his = self._slices(q)
+        out = np.zeros(hi.shape[:2] + self.lo_size)
+        if los:
+            out[los] = hi[his]
+        return out
+
+    def scatter(self, lo: np.ndarray, q: tuple[int, ...]) -> np.ndarray:
+        """The adjoint of `gather`: lo (N, C, *lo_size) -> (N, C, *hi_size)."""
+        los, his = self._slices(q)
+        out = np.zeros(lo.shape[:2] + self.hi_size)
+        if los:
+            out[his] = lo[los]
+        return out
+
+    def _groups(self, a: np.ndarray) -> np.ndarray:
+        g = self.problem.groups
+        return a.reshape(a.shape[0], g, a.shape[1] // g, -1)
+
+    def mix(self, w_q: np.ndarray, hi_q: np.ndarray) -> np.ndarray:
+        """sum_b w_q[a, b] hi_q[n, b, j] within each group: (N, A, *lo)."""
+        g = self.problem.groups
+        w3 = w_q.reshape(g, w_q.shape[0] // g, w_q.shape[1])
+        out = np.einsum("gab,ngbj->ngaj", w3, self._groups(hi_q))
+        return out.reshape((hi_q.shape[0], w_q.shape[0]) + hi_q.shape[2:])
+
+    def mix_t(self, w_q: np.ndarray, lo: np.ndarray) -> np.ndarray:
+        """sum_a w_q[a, b] lo[n, a, j] within each group: (N, B, *lo)."""
+        g = self.problem.groups
+        w3 = w_q.reshape(g, w_q.shape[0] // g, w_q.shape[1])
+        out = np.einsum("gab,ngaj->ngbj", w3, self._groups(lo))
+        return out.reshape((lo.shape[0], g * w_q.shape[1]) + lo.shape[2:])
+
+    def _used(self, w: np.ndarray) -> list[tuple[int, ...]]:
+        """The kernel offsets where w is not all zero (one for a delta kernel)."""
+        return [q for q in self.offsets() if np.any(w[(Ellipsis, *q)])] or [self.offsets()[0]]
+
+    def lo_from_hi(self, hi: np.ndarray, w: np.ndarray) -> np.ndarray:
+        return sum(self.mix(w[(Ellipsis, *q)], self.gather(hi, q)) for q in self._used(w))
+
+    def hi_from_lo(self, lo: np.ndarray, w: np.ndarray) -> np.ndarray:
+        return sum(self.scatter(self.mix_t(w[(Ellipsis, *q)], lo), q) for q in self._used(w))
+
+    def weight_from(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        p = self.problem
+        a_total, g = lo.shape[1], p.groups
+        out = np.zeros((a_total, hi.shape[1] // g) + p.kernel_size)
+        lo_g = self._groups(lo)
+        for q in self.offsets():
+            part = np.einsum("ngaj,ngbj->gab", lo_g, self._groups(self.gather(hi, q)))
+            out[(Ellipsis, *q)] = part.reshape(a_total, -1)
+        return out
+
+    def results(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None,
+                g: np.ndarray, forward_only: bool = False) -> dict[str, np.ndarray | None]:
+        """Forward and gradients in float64, as shift-and-subsample sums."""
+        axes = (0,) + tuple(range(2, g.ndim))
+        gi = gw = None
+        if self.transposed:
+            y = self.hi_from_lo(x, w)
+            if not forward_only:
+                gi, gw = self.lo_from_hi(g, w), self.weight_from(x, g)
+        else:
+            y = self.lo_from_hi(x, w)
+            if not forward_only:
+                gi, gw = self.hi_from_lo(g, w), self.weight_from(g, x)
+        if b is not None:
+            y = y + b.reshape((1, -1) + (1,) * (y.ndim - 2))
+        return {"y": y, "grad_input": gi, "grad_weight": gw,
+                "grad_bias": None if b is None else g.sum(axis=axes)}
+
+
+def closed_forms(case: ConvCase) -> dict[str, np.ndarray | None]:
+    """The case's results by shift-and-subsample sums over its non-zero kernel offsets."""
+    a = {k: _f64(v) for k, v in case.arrays().items()}
+    return _Bilinear(case.problem).results(a["x"], a["weight"], a["bias"], a["grad_output"])
+
+
+def magnitudes(case: ConvCase, forward_only: bool = False) -> dict[str, np.ndarray | None]:
+    """Sums of |terms| per result element (what `harness.tolerance` needs), without torch."""
+    a = {k: None if v is None else np.abs(_f64(v)) for k, v in case.arrays().items()}
+    return _Bilinear(case.problem).results(a["x"], a["weight"], a["bias"], a["grad_output"],
+                                           forward_only)
+
+
+def _bounds(case: ConvCase, forward_only: bool = False) -> dict[str, np.ndarray | None]:
+    """The elementwise error bound of each result the implementation returns."""
+    mag = magnitudes(case, forward_only)
+    return {name: None if mag[name] is None else tolerance(case, name, mag).bound
+            for name in ("y", *GRADS)}
+
+
+def _with(case: ConvCase, **changes) -> ConvCase:
+    """A copy of ``case`` with some arrays (and so maybe the problem) replaced."""
+    problem = changes.pop("problem", case.problem)
+    arrays = case.arrays()
+    arrays.update(changes)
+    if "bias" in changes and (changes["bias"] is None) == problem.bias:
+        problem = dataclasses.replace(problem, bias=changes["bias"] is not None)
+    return ConvCase(problem=problem, layouts=dict(case.layouts), **arrays)
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """<a, b> in float64 and the bound of its own rounding error."""
+    a, b = _f64(a), _f64(b)
+    return float(np.sum(a * b)), gamma(a.size, U64) * float(np.sum(np.abs(a * b)))
+
+
+def _bias_term(b: np.ndarray | None, g: np.ndarray) -> np.ndarray | None:
+    """The bias's share of y broadcast to y's shape, or None."""
+    if b is None:
+        return None
+    return np.broadcast_to(_f64(b).reshape((1, -1) + (1,) * (g.ndim - 2)), g.shape)
+
+
+def _forward(impl: Implementation, case: ConvCase, timeout: float | None) -> np.ndarray:
+    return call_forward(impl.function(case.problem.op), case, timeout)
+
+
+def _backward(impl: Implementation, case: ConvCase, timeout: float | None):
+    return call_backward(impl.function(case.problem.spec.backward_name), case, timeout)
+
+
+def _fail(check: str, text: str) -> None:
+    raise CheckFailure(check, text)
+
+
+def _scalar(check: str, what: str, left: float, right: float, allowed: float,
+            reason: str) -> None:
+    if not abs(left - right) <= allowed:  # also false for NaN
+        _fail(check, f"{what}: {left!r} vs {right!r}, differ by {abs(left - right):.6g}; "
+                     f"allowed {allowed:.3g} ({reason})")
+
+
+def _elementwise(check: str, name: str, actual: np.ndarray, expected: np.ndarray,
+                 bound: np.ndarray, case: ConvCase, terms: int, why: str) -> None:
+    tol = Tolerance(bound=np.broadcast_to(bound, np.shape(expected)), dtype=case.problem.dtype,
+                    terms=terms, floor=0.0)
+    mismatch = compare(name, actual, expected, tol)
+    if mismatch is not None:
+        _fail(check, f"{why}\n{mismatch.report()}")
+
+
+# ----------------------------------------------------------------------------
+# adjoint
+# ----------------------------------------------------------------------------
+
+def _loss(case: ConvCase, y: np.ndarray, y_bound: np.ndarray) -> tuple[float, float]:
+    """L = <y, g> and its error bound, y the implementation's forward result."""
+    g = _f64(case.grad_output)
+    value, rounding = _dot(y, g)
+    return value, rounding + float(np.sum(y_bound * np.abs(g)))
+
+
+def check_adjoint(impl: Implementation, case: ConvCase, timeout: float | None = None) -> None:
+    name = "adjoint"
+    y = _forward(impl, case, timeout)
+    gi, gw, gb = _backward(impl, case, timeout)
+    bound = _bounds(case)
+    g = _f64(case.grad_output)
+    loss, loss_err = _loss(case, y, bound["y"])
+    bias = _bias_term(case.bias, g)
+    if bias is not None:  # <b, sum of g per channel>: subtract the bias's share exactly-ish
+        share, share_err = _dot(bias, g)
+        loss, loss_err = loss - share, loss_err + share_err + U64 * abs(loss - share)
+    left = "<conv(x, w), g>" + (" - <b, sum g>" if bias is not None else "")
+    for label, arg, grad, grad_bound in (
+            ("<x, grad_input(g)>", case.x, gi, bound["grad_input"]),
+            ("<w, grad_weight(g)>", case.weight, gw, bound["grad_weight"])):
+        value, err = _dot(arg, grad)
+        err += float(np.sum(grad_bound * np.abs(_f64(arg))))
+        _scalar(name, f"adjoint identity {left} = {label} fails for {case.problem.op}",
+                loss, value, loss_err + err,
+                "sum of the results' rounding bounds gamma(K)*sum|terms| weighted by the other "
+                "factor, plus float64 summation")
+    if gb is not None:
+        expected = g.sum(axis=(0,) + tuple(range(2, g.ndim)))
+        _elementwise(name, "grad_bias", gb, expected, bound["grad_bias"], case,
+                     case.problem.grad_bias_terms(), "grad_bias is not the sum of g per channel")
+
+
+# ----------------------------------------------------------------------------
+# linearity
+# ----------------------------------------------------------------------------
+
+def split(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two arrays of a's dtype that add up to ``a`` exactly: alternate elements."""
+    mask = (np.arange(a.size) % 2 == 0).reshape(a.shape)
+    first = np.where(mask, a, np.zeros_like(a))
+    return first, a - first  # a - first is a or 0 elementwise: exact
+
+
+def check_linearity(impl: Implementation, case: ConvCase, timeout: float | None = None) -> None:
+    name = "linearity"
+    p = case.problem
+    has_fwd, has_bwd = impl.has(p.op), impl.has(p.spec.backward_name)
+    g = _f64(case.grad_output)
+    bias = _bias_term(case.bias, g)
+    zero_bias = 0.0 if bias is None else bias
+    x1, x2 = split(case.x)
+    w1, w2 = split(case.weight)
+    g1, g2 = split(case.grad_output)
+    variants = {"x": (_with(case, x=x1), _with(case, x=x2)),
+                "w": (_with(case, weight=w1), _with(case, weight=w2)),
+                "g": (_with(case, grad_output=g1), _with(case, grad_output=g2))}
+    c0 = None if bias is None else _with(case, bias=np.zeros_like(case.bias))
+    why = ("each call's rounding bound gamma(K)*sum|terms| (+ normwise floor) summed over "
+           "the calls, plus float64 rounding of the combination")
+    memo: dict[tuple[int, str], object] = {}
+
+    def cached(kind: str, c: ConvCase):
+        key = (id(c), kind)
+        if key not in memo:
+            memo[key] = {"bounds": lambda: _bounds(c, forward_only=not has_bwd),
+                         "y": lambda: _f64(_forward(impl, c, timeout)),
+                         "grads": lambda: _backward(impl, c, timeout)}[kind]()
+        return memo[key]
+
+    # 1. The loss L = <conv(x, w, b), g> is affine in x, w and b: its gradient is
+    #    its exact slope, L(x) - L(x1) = <x - x1, grad_input(g)> (likewise w, b).
+    if has_fwd and has_bwd:
+        grads = cached("grads", case)
+        loss, loss_err = _loss(case, cached("y", case), cached("bounds", case)["y"])
+        slopes = [("x", "grad_input", case.x, variants["x"][0], "x", 0),
+                  ("w", "grad_weight", case.weight, variants["w"][0], "weight", 1)]
+        if c0 is not None:
+            slopes.append(("b", "grad_bias", case.bias, c0, "bias", 2))
+        for arg, grad, full, other, field_name, k in slopes:
+            l_other, e_other = _loss(other, cached("y", other), cached("bounds", other)["y"])
+            moved = _f64(full) - _f64(other.arrays()[field_name])  # exact: a split
+            value, err = _dot(moved, grads[k])
+            err += float(np.sum(cached("bounds", case)[grad] * np.abs(moved)))
+            _scalar(name,
+                    f"the loss L = <conv(x, w, b), g> is affine in {arg}, so L({arg}) - "
+                    f"L({arg}1) must equal <{arg} - {arg}1, {grad}(g)>; it does not",
+                    loss - l_other, value,
+                    loss_err + e_other + err + U64 * abs(loss - l_other), why)
+
+    # 2. The forward pass is additive in x and in w; bias shifts it by exactly b.
+    if has_fwd:
+        y, bound = cached("y", case), cached("bounds", case)["y"]
+        for arg in ("x", "w"):
+            c1, c2 = variants[arg]
+            y1, y2 = cached("y", c1), cached("y", c2)
+            expected = y1 + y2 - zero_bias
+            err = bound + cached("bounds", c1)["y"] + cached("bounds", c2)["y"] + gamma(
+                3, U64) * (np.abs(y1) + np.abs(y2) + np.abs(zero_bias))
+            _elementwise(name, "y", y, expected, err, case, p.forward_terms() + 1,
+                         f"{p.op} is not additive in {arg}: conv({arg}1 + {arg}2) != "
+                         f"conv({arg}1) + conv({arg}2) - b ({arg} split into alternate "
+                         f"elements; {why})")
+        if c0 is not None:
+            y0 = cached("y", c0)
+            err = bound + cached("bounds", c0)["y"] + gamma(2, U64) * (np.abs(y0) + np.abs(bias))
+            _elementwise(name, "y", y, y0 + bias, err, case, p.forward_terms() + 1,
+                         f"conv(x, w, b) != conv(x, w, 0) + b ({why})")
+
+    # 3. The gradients are additive in g; grad_input in w; grad_weight in x.
+    if has_bwd:
+        grads, bound = cached("grads", case), cached("bounds", case)
+        linear_in = {"g": GRADS, "w": ("grad_input",), "x": ("grad_weight",)}
+        for arg, names in linear_in.items():
+            c1, c2 = variants[arg]
+            r1, r2 = cached("grads", c1), cached("grads", c2)
+            e1, e2 = cached("bounds", c1), cached("bounds", c2)
+            for k, grad in enumerate(GRADS):
+                if grad not in names or grads[k] is None:
+                    continue
+                a1, a2 = _f64(r1[k]), _f64(r2[k])
+                err = bound[grad] + e1[grad] + e2[grad] + gamma(2, U64) * (np.abs(a1) + np.abs(a2))
+                _elementwise(name, grad, grads[k], a1 + a2, err, case,
+                             getattr(p, f"{grad}_terms")(),
+                             f"{grad} is not additive in {arg} ({arg} split into alternate "
+                             f"elements; {why})")
+
+
+# ----------------------------------------------------------------------------
+# finite differences
+# ----------------------------------------------------------------------------
+
+def _bumped(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For every element: (c + 1, c - 1) with c the element rounded to an integer."""
+    c = np.round(_f64(values))
+    return c + 1, c - 1
+
+
+def _fd_slopes(impl, case: ConvCase, big: ConvCase, pairs: int, timeout,
+               reduce: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(L+ - L-)/2 for each of ``pairs`` perturbations laid out in ``big`` and its bound.
+
+    ``reduce`` maps y*g (or a bound times |g|) of ``big`` to one value per
+    evaluation, in perturbation order (+, -, +, -, ...).
+    """
+    y = _f64(_forward(impl, big, timeout))
+    g = _f64(big.grad_output)
+    y_bound = _bounds(big, forward_only=True)["y"]
+    losses = reduce(y * g)
+    errors = reduce(y_bound * np.abs(g)) + gamma(y[0].size * y.shape[0], U64) * reduce(np.abs(y * g))
+    losses, errors = losses.reshape(pairs, 2), errors.reshape(pairs, 2)
+    slope = (losses[:, 0] - losses[:, 1]) / 2  # step 2 (c+1 - (c-1)): exact
+    return slope, (errors[:, 0] + errors[:, 1]) / 2 + U64 * np.abs(slope)
+
+
+def _fd_input(impl, case: ConvCase, timeout):
+    """Every element of x perturbed on its own: one batch row per evaluation."""
+    p = case.problem
+    x = case.x
+    n, per = x.shape[0], x[0].size
+    plus, minus = _bumped(x)
+    rows = np.repeat(x.reshape(n, per), 2 * per, axis=0).reshape(n, per, 2, per)
+    idx = np.arange(per)
+    rows[:, idx, 0, idx] = plus.reshape(n, per).astype(x.dtype)
+    rows[:, idx, 1, idx] = minus.reshape(n, per).astype(x.dtype)
+    big_x = rows.reshape((n * per * 2,) + x.shape[1:])
+    big_g = np.repeat(case.grad_output, 2 * per, axis=0)
+    big = _with(case, problem=dataclasses.replace(p, batch=big_x.shape[0]), x=big_x,
+                grad_output=big_g)
+    axes = tuple(range(1, big_g.ndim))
+    slope, err = _fd_slopes(impl, case, big, x.size, timeout, lambda a: a.sum(axis=axes))
+    return slope.reshape(x.shape), err.reshape(x.shape)
+
+
+def _canonical(w: np.ndarray, p: ConvProblem) -> np.ndarray:
+    """w as (groups, out per group, in per group, *kernel)."""
+    g = p.groups
+    if p.spec.transposed:
+        return w.reshape((g, w.shape[0] // g) + w.shape[1:]).swapaxes(1, 2)
+    return w.reshape((g, w.shape[0] // g) + w.shape[1:])
+
+
+def _from_canonical(v: np.ndarray, p: ConvProblem) -> np.ndarray:
+    if p.spec.transposed:
+        v = v.swapaxes(1, 2)
+        return v.reshape((v.shape[0] * v.shape[1],) + v.shape[2:])
+    return v.reshape((v.shape[0] * v.shape[1],) + v.shape[2:])
+
+
+def _fd_weight_bias(impl, case: ConvCase, timeout):
+    """Every element of w and b perturbed on its own: one output channel per evaluation."""
+    p = case.problem
+    groups = p.groups
+    wc = _canonical(case.weight, p)  # (G, Og, Ig, *k)
+    og = wc.shape[1]
+    per = wc[0, 0].size
+    plus, minus = _bumped(wc)
+    # rows of one group: for each out channel o and element e of w[o]: +, -; then bias +, -
+    w_rows = np.repeat(wc.reshape(groups, og, 1, 1, per), per, axis=2).repeat(2, axis=3).copy()
+    idx = np.arange(per)
+    w_rows[:, :, idx, 0, idx] = plus.reshape(groups, og, per).astype(wc.dtype)
+    w_rows[:, :, idx, 1, idx] = minus.reshape(groups, og, per).astype(wc.dtype)
+    channel = np.arange(p.out_channels).reshape(groups, og)
+    w_chan = np.repeat(channel[:, :, None, None], per, axis=2).repeat(2, axis=3)
+    rows = [w_rows.reshape(groups, og * per * 2, per)]
+    chans = [w_chan.reshape(groups, -1)]
+    b_rows = None
+    if case.bias is not None:
+        b = case.bias.reshape(groups, og)
+        base = np.repeat(wc.reshape(groups, og, 1, per), 2, axis=2)
+        rows.append(base.reshape(groups, og * 2, per))
+        chans.append(np.repeat(channel, 2, axis=1))
+        bp, bm = _bumped(b)
+        b_bumped = np.stack([bp, bm], axis=2).astype(b.dtype)  # (G, Og, 2)
+        b_rows = np.concatenate([np.repeat(b[:, :, None], per * 2, axis=2).reshape(groups, -1),
+                                 b_bumped.reshape(groups, -1)], axis=1)
+    all_rows = np.concatenate(rows, axis=1)  # (G, R, per)
+    chan = np.concatenate(chans, axis=1).reshape(-1)  # original out channel of each new one
+    r = all_rows.shape[1]
+    big_w = _from_canonical(all_rows.reshape((groups, r) + wc.shape[2:]), p)
+    big_p = dataclasses.replace(p, out_channels=groups * r)
+    big = _with(case, problem=big_p, weight=np.ascontiguousarray(big_w),
+                bias=None if b_rows is None else b_rows.reshape(-1),
+                grad_output=np.ascontiguousarray(case.grad_output[:, chan]))
+    axes = (0,) + tuple(range(2, case.grad_output.ndim))
+    total = og * per * 2
+    slope, err = _fd_slopes(impl, case, big, groups * r // 2, timeout,
+                            lambda a: a.sum(axis=axes))
+    slope, err = slope.reshape(groups, r // 2), err.reshape(groups, r // 2)
+    w_slope = _from_canonical(slope[:, :total // 2].reshape(wc.shape), p)
+    w_err = _from_canonical(err[:, :total // 2].reshape(wc.shape), p)
+    if case.bias is None:
+        return w_slope, w_err, None, None
+    return w_slope, w_err, slope[:, total // 2:].reshape(-1), err[:, total // 2:].reshape(-1)
+
+
+def check_finite_difference(impl: Implementation, case: ConvCase,
+                            timeout: float | None = None) -> None:
+    """Central differences of L = <conv(x, w, b), g> against the backward pass.
+
+    L is affine in each of x, w, b with the others fixed, so a central (indeed
+    any) difference is its exact derivative: no truncation error whatever the
+    step. The step is therefore large, 1 on each side of the element rounded
+    to an integer (c - 1 and c + 1 are exact in every dtype), so the
+    difference quotient's error is the two losses' rounding errors over the
+    step 2, and no cancellation is amplified. The bound: the mean of the two
+    losses' bounds (each sum of the forward's elementwise bound times |g|,
+    plus float64 summation) + the gradient element's own bound.
+    """
+    name = "finite_difference"
+    gi, gw, gb = _backward(impl, case, timeout)
+    bound = _bounds(case)
+    why = ("L is affine in each argument, so central differences with step 1 have no "
+           "truncation error; bound = the two losses' rounding bounds / 2 + the gradient "
+           "element's gamma(K)*sum|terms|")
+    slope, err = _fd_input(impl, case, timeout)
+    _elementwise(name, "grad_input", gi, slope, err + bound["grad_input"], case,
+                 case.problem.grad_input_terms(),
+                 f"grad_input differs from central differences of <conv(x, w, b), g> in x ({why})")
+    w_slope, w_err, b_slope, b_err = _fd_weight_bias(impl, case, timeout)
+    _elementwise(name, "grad_weight", gw, w_slope, w_err + bound["grad_weight"], case,
+                 case.problem.grad_weight_terms(),
+                 f"grad_weight differs from central differences in w ({why})")
+    if gb is not None:
+        _elementwise(name, "grad_bias", gb, b_slope, b_err + bound["grad_bias"], case,
+                     case.problem.grad_bias_terms(),
+                     f"grad_bias differs from central differences in b ({why})")
+
+
+# ----------------------------------------------------------------------------
+# closed forms: 1x1 kernels and delta kernels
+# ----------------------------------------------------------------------------
+
+def _check_closed_form(check: str, impl: Implementation, case: ConvCase,
+                       timeout: float | None, what: str) -> None:
+    p = case.problem
+    expected = closed_forms(case)
+    mag = magnitudes(case)
+    got: dict[str, np.ndarray | None] = {}
+    if impl.has(p.op):
+        got["y"] = _forward(impl, case, timeout)
+    if impl.has(p.spec.backward_name):
+        got.update(zip(GRADS, _backward(impl, case, timeout)))
+    for name, actual in got.items():
+        if actual is None:
+            continue
+        tol = tolerance(case, name, mag)
+        mismatch = compare(name, actual, expected[name], tol)
+        if mismatch is not None:
+            _fail(check, f"{name} differs from the closed form: {what}\n{mismatch.report()}")
+
+
+def check_pointwise(impl: Implementation, case: ConvCase, timeout: float | None = None) -> None:
+    _check_closed_form("pointwise", impl, case, timeout,
+                       "a 1x1 kernel is a channel matmul (np.einsum over each group's "
+                       "channels) of the zero-padded input subsampled by the stride "
+                       "(transposed: of the input, scattered to every stride-th output)")
+
+
+def check_delta_kernel(impl: Implementation, case: ConvCase,
+                       timeout: float | None = None) -> None:
+    _check_closed_form("delta_kernel", impl, case, timeout,
+                       "a kernel with one non-zero offset q mixes channels of the zero-padded "
+                       "input shifted by q*dilation and subsampled by the stride (transposed: "
+                       "scattered); grad_weight at offset q correlates g with that shifted input")
+
+
+# ----------------------------------------------------------------------------
+# case strategies
+# ----------------------------------------------------------------------------
+
+def _strategies():  # imported late: strategies import harness modules
+    import strategies
+    return strategies
+
+
+def pointwise_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
+    """Cases with a 1x1 kernel (stride, padding and groups still drawn)."""
+    s = _strategies()
+    bounds = dataclasses.replace(s.DEFAULT_BOUNDS[_ndim(op)], kernel=1)
+    return s.conv_cases(op, capabilities=caps, bounds=bounds)
+
+
+def _ndim(op: str) -> int:
+    from harness.problem import OPS
+    return OPS[op].spatial_dims
+
+
+@st.composite
+def _delta(draw, case: ConvCase) -> ConvCase:
+    p = case.problem
+    s = _strategies()
+    offset = tuple(draw(st.integers(0, k - 1)) for k in p.kernel_size)
+    mix = draw(s.array_values(p.dtype, case.weight.shape[:2]))
+    weight = np.zeros_like(case.weight)
+    weight[(Ellipsis, *offset)] = mix
+    return dataclasses.replace(case, weight=weight)
+
+
+def delta_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
+    """Cases whose weight is non-zero at one kernel offset only."""
+    return _strategies().conv_cases(op, capabilities=caps).flatmap(_delta)
+
+
+SMALL_BOUNDS = {1: dict(kernel=3, stride=3, padding=2, dilation=2, outputs=4, batch=2,
+                        groups=2, channels_per_group=2),
+                2: dict(kernel=3, stride=3, padding=2, dilation=2, outputs=3, batch=2,
+                        groups=2, channels_per_group=2),
+                3: dict(kernel=2, stride=2, padding=1, dilation=2, outputs=2, batch=1,
+                        groups=2, channels_per_group=1)}
+
+
+def small_float64_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
+    """Small problems in float64 (else the widest dtype the implementation takes)."""
+    s = _strategies()
+    widest = "float64" if "float64" in caps.dtypes else max(
+        caps.dtypes, key=lambda d: np.dtype(d).itemsize)
+    caps = dataclasses.replace(caps, dtypes=(widest,))
+    return s.conv_cases(op, capabilities=caps, bounds=s.Bounds(**SMALL_BOUNDS[_ndim(op)]))
+
+
+# ----------------------------------------------------------------------------
+# invalid problems (opt-in; needs torch)
+# ----------------------------------------------------------------------------
+
+def _torch_raises(case: ConvCase) -> str | None:
+    """What torch raises for the case's forward call, or None."""
+    from harness import oracle
+    torch = oracle._torch()
+    fn = getattr(torch.nn.functional, case.problem.op)
+    args = [torch.tensor(_f64(a)) for a in (case.x, case.weight)]
+    bias = None if case.bias is None else torch.tensor(_f64(case.bias))
+    try:
+        fn(*args, bias, **case.problem.kwargs())
+    except Exception as exc:  # noqa: BLE001 - torch's reason, reported as text
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return None
+
+
+def check_invalid(impl: Implementation, case: ConvCase, timeout: float | None = None) -> None:
+    """On an invalid problem the implementation raises exactly when torch does.
+
+    Called through `harness.calling.invoke` (fresh inputs, time limit), not
+    `call_forward`: an invalid problem has no output shape to validate against.
+    """
+    p = case.problem
+    given = case.fresh_inputs()
+    ours: str | None = None
+    try:
+        invoke(impl.function(p.op), p.op, (given["x"], given["weight"], given["bias"]),
+               p.kwargs(), timeout)
+    except CheckFailure as failure:
+        if failure.check != "raised":
+            raise
+        ours = failure.message
+    theirs = _torch_raises(case)
+    if (ours is None) != (theirs is None):
+        if ours is None:
+            _fail("invalid", f"{p.op} accepted an invalid problem that torch rejects "
+                             f"({theirs}); it should raise")
+        _fail("invalid", f"{p.op} raised on a problem torch accepts: {ours}")
+
+
+# ----------------------------------------------------------------------------
+# registration
+# ----------------------------------------------------------------------------
+
+register(Check("adjoint", check_adjoint, ("forward", "backward"), oracle=False,
+               description="<conv(x, w), g> = <x, grad_input(g)> = <w, grad_weight(g)>, "
+                           "grad_bias = sum of g, within the rounding bound"))
+register(Check("linearity", check_linearity, (), oracle=False,
+               description="additive in x, w and g; bias shifts the output exactly; the "
+                           "gradients are the exact slopes of the affine loss"))
+register(Check("finite_difference", check_finite_difference, ("forward", "backward"),
+               oracle=False, cases=small_float64_cases,
+               description="central differences of <conv(x, w, b), g> in float64 on small "
+                           "problems"))
+register(Check("pointwise", check_pointwise, (), oracle=False, cases=pointwise_cases,
+               description="a 1x1 kernel is a channel matmul of the padded, strided input"))
+register(Check("delta_kernel", check_delta_kernel, (), oracle=False, cases=delta_cases,
+               description="a delta kernel shifts and subsamples the padded input"))
+
+
+def _invalid_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
+    from strategies.invalid import invalid_cases
+    return invalid_cases(op, capabilities=caps)
+
+
+register(Check("invalid", check_invalid, ("forward",), oracle=True, cases=_invalid_cases,
+               description="(opt-in) raises on an invalid problem exactly when torch does"))

@@ -1,0 +1,156 @@
+"""The oracle-free properties: they catch the tutorial's backward bugs one by
+one, pass on correct implementations, and run without torch."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+
+from conv_impl import tutorial
+from harness import oracle
+from harness.calling import CheckFailure
+from harness.capabilities import Capabilities
+from harness.checks import REGISTRY, run_check
+from harness.loader import CONTRACT_FUNCTIONS, Implementation, load_implementation
+from harness.problem import OPS
+from harness.properties import closed_forms, magnitudes
+from strategies import conv_cases
+
+PROPERTIES = ("adjoint", "linearity", "finite_difference", "pointwise", "delta_kernel")
+QUICK = dict(deadline=None, database=None, derandomize=True,
+             suppress_health_check=list(HealthCheck))
+
+
+def as_impl(obj, name: str) -> Implementation:
+    functions = {n: getattr(obj, n) for n in CONTRACT_FUNCTIONS if getattr(obj, n, None)}
+    return Implementation(spec=name, name=name, target=obj, functions=functions,
+                          capabilities=Capabilities.from_mapping(obj.CAPABILITIES))
+
+
+def strategy(check: str, impl: Implementation, op: str):
+    custom = REGISTRY[check].cases
+    return custom(op, impl.capabilities) if custom else conv_cases(
+        op, capabilities=impl.capabilities)
+
+
+def first_failure(check: str, impl: Implementation, op: str, examples: int):
+    """The first CheckFailure in ``examples`` generated cases (no shrinking), or None."""
+    found = []
+
+    @settings(max_examples=examples, phases=[Phase.generate], **QUICK)
+    @given(strategy(check, impl, op))
+    def search(case):
+        try:
+            run_check(check, impl, case, 20)
+        except CheckFailure as failure:
+            found.append(failure)
+            raise
+    try:
+        search()
+    except CheckFailure:
+        pass
+    return found[0] if found else None
+
+
+BUGGY = {
+    "tutorial": lambda: load_implementation("conv_impl.tutorial"),
+    "stride_zeros": lambda: as_impl(tutorial.tutorial_impl({"stride_zeros"}, square=False),
+                                    "stride_zeros"),
+    "backward_padding": lambda: as_impl(tutorial.tutorial_impl({"backward_padding"}),
+                                        "backward_padding"),
+}
+CORRECT = {
+    "einsum": lambda: load_implementation("conv_impl.einsum"),
+    # harmless on its own in this re-creation (it reads zeros past the end)
+    "window_remainder": lambda: as_impl(tutorial.tutorial_impl({"window_remainder"}),
+                                        "window_remainder"),
+    "fixed": lambda: as_impl(tutorial.tutorial_impl(frozenset(), square=False), "fixed"),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(BUGGY))
+@pytest.mark.parametrize("check", PROPERTIES)
+def test_each_property_catches_each_backward_bug(check, variant):
+    failure = first_failure(check, BUGGY[variant](), "conv2d", 200)
+    assert failure is not None, f"{check} did not catch the tutorial variant {variant}"
+    assert failure.check == check, failure.message  # the property itself, not a crash
+    assert "grad_input" in failure.message
+
+
+@pytest.mark.parametrize("variant", sorted(CORRECT))
+@pytest.mark.parametrize("check", PROPERTIES)
+def test_each_property_passes_on_correct_implementations(check, variant):
+    impl = CORRECT[variant]()
+    ops = ["conv2d", "conv_transpose3d"] if variant == "einsum" else ["conv2d"]
+    for op in ops:
+        failure = first_failure(check, impl, op, 15)
+        assert failure is None, failure.message
+
+
+@pytest.mark.skipif(not oracle.torch_available(), reason="needs torch")
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_numpy_sums_agree_with_torch(op):
+    """The shift-and-subsample sums behind the closed forms and the bounds are
+    torch's convolution (and its magnitudes) exactly, for every operation."""
+    @settings(max_examples=25, **QUICK)
+    @given(conv_cases(op))
+    def agree(case):
+        ours, ref = closed_forms(case), oracle.reference(case)
+        ours_abs, ref_abs = magnitudes(case), oracle.magnitudes(case)
+        for name in ("y", "grad_input", "grad_weight", "grad_bias"):
+            if ref[name] is None:
+                assert ours[name] is None
+                continue
+            np.testing.assert_allclose(ours[name], ref[name], rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(ours_abs[name], ref_abs[name], rtol=1e-12, atol=1e-12)
+    agree()
+
+
+@pytest.mark.skipif(not oracle.torch_available(), reason="needs torch")
+def test_invalid_problems_agree_on_raising():
+    einsum = load_implementation("conv_impl.einsum")
+    for op in OPS:
+        assert first_failure("invalid", einsum, op, 15) is None
+    lenient = load_implementation("tests/harness/buggy_properties/lenient.py")
+    failure = first_failure("invalid", lenient, "conv2d", 50)
+    assert failure is not None and failure.check == "invalid"
+    assert "should raise" in failure.message
+
+
+NO_TORCH = textwrap.dedent("""\
+    raise ImportError("torch is hidden by a test of the harness (simulating no torch)")
+    """)
+
+
+@pytest.fixture
+def without_torch(tmp_path):
+    (tmp_path / "hide" / "torch").mkdir(parents=True)
+    (tmp_path / "hide" / "torch" / "__init__.py").write_text(NO_TORCH)
+    return {"PYTHONPATH": str(tmp_path / "hide")}
+
+
+def test_properties_run_without_torch(run_pytest, without_torch, tmp_path):
+    """No torch: the properties still fail on the tutorial with a shrunk case
+    (and a case file), and pass on conv_impl.einsum."""
+    failures = tmp_path / "nt-failures"
+    bad = run_pytest("tests/conformance/test_properties.py", "--impl", "conv_impl.tutorial",
+                     "-k", "test_pointwise", f"--conv-failures={failures}", env=without_torch)
+    out = bad.stdout + bad.stderr
+    assert bad.returncode == 1, out
+    assert "check 'pointwise' failed" in out and "Falsifying example" in out
+    records = [json.loads(p.read_text()) for p in failures.glob("*.json")]
+    assert [r["check"] for r in records] == ["pointwise"]
+    assert records[0]["versions"]["torch"] == "not installed"
+    shrunk = records[0]["params"]
+    assert shrunk["kernel_size"] == [1, 1] and shrunk["batch"] == 1
+    assert shrunk["in_channels"] == shrunk["out_channels"] == 1
+
+    good = run_pytest("tests/conformance/test_properties.py", "--impl", "conv_impl.einsum",
+                      "-k", "conv1d and (adjoint or delta_kernel)", env=without_torch)
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert re.search(r"\b2 passed", good.stdout), good.stdout
