@@ -36,6 +36,11 @@ def _torch() -> Any:
     return torch
 
 
+def torch_module() -> Any:
+    """The torch module (pinned to one thread), or `OracleUnavailable`."""
+    return _torch()
+
+
 def torch_available() -> bool:
     try:
         _torch()

@@ -60,6 +60,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--conv-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
         help=f"time limit per call of the implementation (default {DEFAULT_TIMEOUT:g}; "
              "0: none)")
+    group.addoption(
+        "--conv-invalid", action="store_true", default=False,
+        help="also check that the implementation raises on invalid problems exactly "
+             "when torch does (opt-in: many implementations do not validate)")
 
 
 def _positional_option_values(args: list[str]) -> list[str]:
