@@ -634,7 +634,7 @@ def small_float64_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
 def _torch_raises(case: ConvCase) -> str | None:
     """What torch raises for the case's forward call, or None."""
     from harness import oracle
-    torch = oracle._torch()
+    torch = oracle.torch_module()
     fn = getattr(torch.nn.functional, case.problem.op)
     args = [torch.tensor(_f64(a)) for a in (case.x, case.weight)]
     bias = None if case.bias is None else torch.tensor(_f64(case.bias))
