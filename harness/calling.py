@@ -3,18 +3,27 @@
 Each call gets fresh copies of the inputs in the case's memory layouts, runs
 under a time limit, and its results are checked for what the contract
 promises (type, arity, shape, dtype, finiteness) before any value is
-compared. Anything else is one `CheckFailure` naming the check that failed.
+compared. Anything else is one `CheckFailure` naming the check that failed,
+whose message's first line says what happened, readable on its own.
+
+The time limit is a signal (SIGALRM): it interrupts Python code, not a C call
+that never returns. ``--isolate`` (harness/isolate.py) runs every call in a
+child process instead; it hands `invoke` functions with a
+``__harness_invoke__`` method, which keep their own time limit.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import os
 import signal
+import sys
 import threading
+import time
 import traceback
 import warnings
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
@@ -60,31 +69,158 @@ def time_limit(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def _describe_exception(exc: BaseException) -> str:
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
-    return f"{type(exc).__name__}: {exc}{where}"
+# --- describing what went wrong -------------------------------------------
 
+_HARNESS_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_LIBRARY_DIRS = tuple({os.path.join(prefix, "lib") + os.sep
+                       for prefix in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+_MAX_DETAIL = 300  # characters of an exception's message in the one-line summary
+
+
+def one_line(text: str, limit: int = _MAX_DETAIL) -> str:
+    """The first non-empty line of ``text``, cut at ``limit`` characters."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    first = lines[0] if lines else ""
+    if len(first) > limit:
+        return first[:limit - 3] + "..."
+    return first + (" ..." if len(lines) > 1 else "")
+
+
+def describe_exception(exc: BaseException) -> str:
+    """The exception's type, its message's first line and where, on one line.
+
+    "Where" is the deepest frame of the implementation's own code (not the
+    standard library's, site-packages' or this harness's), else the deepest
+    frame. The implementation's part of the traceback, and the rest of a
+    multi-line message, follow on later lines.
+    """
+    every = traceback.extract_tb(exc.__traceback__)
+    frames = [f for f in every if not f.filename.startswith(_HARNESS_DIR)] or every
+    own = [f for f in frames
+           if not f.filename.startswith(_LIBRARY_DIRS) and not f.filename.startswith("<")]
+    frame = (own or frames)[-1] if frames else None
+    where = f" (at {frame.filename}:{frame.lineno})" if frame else ""
+    message = one_line(str(exc))
+    text = (f"{type(exc).__name__}: {message}" if message else type(exc).__name__) + where
+    if frames:
+        text += ("\ntraceback of the call, innermost last:\n"
+                 + "".join(traceback.format_list(frames[-8:])).rstrip())
+    if "\n" in str(exc).strip():
+        text += f"\n{type(exc).__name__}: {str(exc).strip()}"
+    return text
+
+
+# --- time limits -------------------------------------------------------------
+
+# A function that has timed out once in this process gets a shorter limit from
+# then on: Hypothesis shrinks the failure by calling it again on smaller
+# problems, and at the full limit each of those calls that hangs as well would
+# cost the full limit (minutes of a stuck-looking run). The shorter limit is
+# ten times its slowest call that did return (a tenth of the limit if none
+# did), at least a quarter of a second, at most the limit.
+_SHORTER_FACTOR = 10.0
+_SHORTER_FLOOR = 0.25  # seconds (or the configured limit, if that is smaller)
+_timed_out: set[int] = set()  # id(fn) of the functions that have timed out
+_slowest: dict[int, float] = {}  # id(fn) -> its slowest call that returned, seconds
+_known: dict[int, Any] = {}  # id(fn) -> fn: kept alive, so that its id stays its own
+
+
+def effective_timeout(fn: Callable[..., Any], timeout: float | None) -> float | None:
+    """The limit for the next call of ``fn``: ``timeout``, or less once it timed out."""
+    if not timeout:
+        return None
+    if id(fn) not in _timed_out:
+        return timeout
+    base = _slowest.get(id(fn), timeout / _SHORTER_FACTOR)
+    return min(timeout, max(_SHORTER_FACTOR * base, _SHORTER_FLOOR))
+
+
+def _returned(fn: Callable[..., Any], seconds: float) -> None:
+    if seconds > _slowest.get(id(fn), -1.0):
+        _slowest[id(fn)] = seconds
+        _known[id(fn)] = fn
+
+
+def timeout_failure(fn: Callable[..., Any], name: str, limit: float,
+                    configured: float) -> CheckFailure:
+    """The failure of a call of ``fn`` that exceeded ``limit``; later calls get less."""
+    _timed_out.add(id(fn))
+    _known[id(fn)] = fn
+    if limit < configured:
+        return CheckFailure("timeout", f"{name} did not return within {limit:.3g} s (the shorter "
+                                       "limit once a call of it has exceeded --conv-timeout "
+                                       f"{configured:g} s: 10 times its slowest call that "
+                                       "returned)")
+    return CheckFailure("timeout", f"{name} did not return within {limit:g} s (--conv-timeout)")
+
+
+# --- observing calls -----------------------------------------------------------
+
+# Something that wants to know which problem the implementation is being given
+# right now (harness/isolate.py: a crash of the whole process is then reported
+# with it). Called with (case, function name) before each call; what it
+# returns, if not None, is called once the call has returned or raised.
+CallObserver = Callable[[ConvCase, str], Optional[Callable[[], None]]]
+_call_observer: CallObserver | None = None
+
+
+def set_call_observer(observer: CallObserver | None) -> None:
+    global _call_observer
+    _call_observer = observer
+
+
+@contextlib.contextmanager
+def _observed(case: ConvCase, name: str) -> Iterator[None]:
+    done = _call_observer(case, name) if _call_observer is not None else None
+    try:
+        yield
+    finally:
+        if done is not None:
+            done()
+
+
+# --- calling -------------------------------------------------------------------
 
 def invoke(fn: Callable[..., Any], name: str, args: tuple, kwargs: dict,
            timeout: float | None) -> Any:
     """Call ``fn``, turning an exception or a time-out into a `CheckFailure`.
 
-    What the implementation prints or warns is kept out of the run's output:
-    it is noise here, and a failure report says what matters.
+    What the implementation prints (to sys.stdout or sys.stderr) or warns is
+    kept out of the run's output: it is noise here, and a failure report says
+    what matters.
+
+    A function with a ``__harness_invoke__(name, args, kwargs, limit)``
+    method (an isolated call, harness/isolate.py) is called through it: it
+    keeps the time limit itself and raises `CheckFailure` itself, with
+    `timeout_failure` for a time-out.
     """
+    limit = effective_timeout(fn, timeout)
+    remote = getattr(fn, "__harness_invoke__", None)
+    started = time.perf_counter()
+    if remote is not None:
+        try:
+            result = remote(name, args, kwargs, limit)
+            # the call's own time if it says (not a child process's start-up)
+            _returned(fn, getattr(fn, "call_seconds", time.perf_counter() - started))
+            return result
+        except CheckFailure as failure:
+            if failure.check == "timeout" and timeout:
+                raise timeout_failure(fn, name, limit, timeout) from None
+            raise
     try:
-        with time_limit(timeout), warnings.catch_warnings(), \
-                contextlib.redirect_stdout(io.StringIO()):
+        with time_limit(limit), warnings.catch_warnings(), \
+                contextlib.redirect_stdout(io.StringIO()), \
+                contextlib.redirect_stderr(io.StringIO()):
             warnings.simplefilter("ignore")
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
+        _returned(fn, time.perf_counter() - started)
+        return result
     except _TimeLimitExceeded:
-        raise CheckFailure("timeout", f"{name} did not return within {timeout:g} s "
-                                      "(--conv-timeout)") from None
+        raise timeout_failure(fn, name, limit, timeout) from None
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - any exception is the implementation's
-        raise CheckFailure("raised", f"{name} raised {_describe_exception(exc)}") from None
+        raise CheckFailure("raised", f"{name} raised {describe_exception(exc)}") from None
 
 
 def _check_inputs_unchanged(case: ConvCase, given: dict[str, np.ndarray | None], name: str) -> None:
@@ -104,25 +240,35 @@ def _check_inputs_unchanged(case: ConvCase, given: dict[str, np.ndarray | None],
 def as_result(value: Any, what: str, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
     """``value`` as an array of ``dtype`` and ``shape``, or a `CheckFailure`."""
     if value is None:
-        raise CheckFailure("result_type", f"{what} is None; expected an array of shape "
-                                          f"{shape} and dtype {dtype}")
+        raise CheckFailure("result_type", f"{what} is None; expected a {dtype} array of "
+                                          f"shape {shape}")
+    kind = type(value).__name__
     try:
         array = np.asarray(value)
     except Exception as exc:  # noqa: BLE001
-        raise CheckFailure("result_type", f"{what} is a {type(value).__name__} that "
-                                          f"np.asarray cannot take ({exc})") from None
+        raise CheckFailure("result_type", f"{what} is a {kind} that np.asarray cannot take "
+                                          f"({one_line(str(exc), 120)}); expected a {dtype} "
+                                          f"array of shape {shape}") from None
+    # Anything np.asarray takes is accepted, but a list or a scalar says so in
+    # every message: np.asarray makes Python floats float64.
+    what_is = what if isinstance(value, np.ndarray) else f"{what} (a {kind})"
     if array.dtype.kind not in "fiub":
-        raise CheckFailure("result_type", f"{what} is a {type(value).__name__} of dtype "
-                                          f"{array.dtype}; expected an array of {dtype}")
+        raise CheckFailure("result_type", f"{what_is} has dtype {array.dtype}; expected a "
+                                          f"{dtype} array of shape {shape}")
     if array.shape != shape:
-        raise CheckFailure("shape", f"{what} has shape {array.shape}; torch gives {shape}")
+        raise CheckFailure("shape", f"{what_is} has shape {array.shape}; torch gives {shape}")
     if array.dtype != np.dtype(dtype):
-        raise CheckFailure("dtype", f"{what} has dtype {array.dtype}; inputs are {dtype}, "
-                                    f"so the result must be {dtype}")
-    if not np.all(np.isfinite(array)):
-        bad = int(np.count_nonzero(~np.isfinite(array)))
-        raise CheckFailure("nonfinite", f"{what} holds {bad} NaN or inf value(s) "
-                                        "for finite inputs")
+        because = (f" (what np.asarray makes of a {kind} of Python floats)"
+                   if isinstance(value, (list, tuple, float)) else "")
+        raise CheckFailure("dtype", f"{what_is} has dtype {array.dtype}{because}; inputs are "
+                                    f"{dtype}, so the result must be {dtype}")
+    finite = np.isfinite(array)
+    if not finite.all():
+        bad = int(finite.size - np.count_nonzero(finite))
+        first = tuple(int(i) for i in np.argwhere(~finite)[0])
+        raise CheckFailure("nonfinite", f"{what_is} holds {bad} NaN or inf value(s) for "
+                                        f"finite inputs (the first is {array[first]} at "
+                                        f"index {first})")
     return array
 
 
@@ -130,7 +276,9 @@ def call_forward(fn: Callable[..., Any], case: ConvCase, timeout: float | None) 
     p = case.problem
     given = case.fresh_inputs()
     name = p.op
-    result = invoke(fn, name, (given["x"], given["weight"], given["bias"]), p.kwargs(), timeout)
+    with _observed(case, name):
+        result = invoke(fn, name, (given["x"], given["weight"], given["bias"]), p.kwargs(),
+                        timeout)
     _check_inputs_unchanged(case, given, name)
     return as_result(result, f"{name}'s result", p.dtype, p.output_shape)
 
@@ -140,8 +288,9 @@ def call_backward(fn: Callable[..., Any], case: ConvCase,
     p = case.problem
     given = case.fresh_inputs()
     name = p.spec.backward_name
-    result = invoke(fn, name, (given["grad_output"], given["x"], given["weight"], given["bias"]),
-                    p.kwargs(), timeout)
+    with _observed(case, name):
+        result = invoke(fn, name, (given["grad_output"], given["x"], given["weight"],
+                                   given["bias"]), p.kwargs(), timeout)
     _check_inputs_unchanged(case, given, name)
     if not isinstance(result, (tuple, list)) or len(result) != 3:
         got = (f"a {type(result).__name__} of length {len(result)}"

@@ -1,1 +1,592 @@
-"""Placeholder: filled in by its owner."""
+"""Implementations that crash or hang in C: ``--isolate``, and crash records.
+
+Two ways an implementation can take more than one check down with it, and
+what this plugin does about each (registered as a pytest11 entry point, so
+it is loaded early enough to declare ``--isolate``):
+
+* **It crashes the process** (a segfault in a C extension, ``os._exit``).
+  Without ``--isolate``, every call first records the problem it is about to
+  give the implementation in the failures folder
+  (``<impl>-<op>-crashed-in-<process>.json``, removed when the call returns).
+  If the process dies, that file is the failure's case file. Under
+  pytest-xdist the controller reads it when the worker dies
+  (``pytest_handlecrashitem``), replaces xdist's bare "worker crashed"
+  report with what happened and on which problem, and saves it as an
+  ordinary case file; xdist starts a new worker and the run goes on.
+
+* **It hangs inside C code**, where the time limit's signal cannot interrupt
+  it, or crashes and the problem should be shrunk like any other failure.
+  With ``--isolate`` every call runs in a child process: a fork of a
+  "zygote" process that has imported the implementations once, so that a
+  fresh child after a crash or a time-out costs milliseconds. The child is
+  killed when a call exceeds the time limit; its death by a signal or an
+  exit is a ``crashed`` failure naming the signal or status and, from
+  faulthandler, where it happened. The child is persistent between calls, so
+  an implementation's own state behaves as it does without ``--isolate``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import faulthandler
+import glob
+import json
+import os
+import pickle
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from harness import calling
+from harness.calling import CheckFailure
+
+INFLIGHT_KEY = "conv_harness_fatal_dir"  # xdist workerinput: where workers log fatal errors
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("conv-harness", "convolution conformance harness")
+    group.addoption(
+        "--isolate", action="store_true", default=False,
+        help="run every call of an implementation in a child process, so that a crash "
+             "(segfault, os._exit) or a hang inside C code is a failure of that check, "
+             "shrunk like any other, instead of a dead or stuck run (slower)")
+
+
+# --- messages over a socket -------------------------------------------------------
+
+_HEADER = struct.Struct("!Q")
+
+
+def _send(sock: socket.socket, obj: Any = None, *, payload: bytes | None = None) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL) if payload is None else payload
+    sock.sendall(_HEADER.pack(len(data)) + data)
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    chunks, got = [], 0
+    while got < size:
+        chunk = sock.recv(min(size - got, 1 << 20))
+        if not chunk:
+            raise EOFError("the other process closed the connection")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _recv(sock: socket.socket) -> Any:
+    (size,) = _HEADER.unpack(_recv_exactly(sock, _HEADER.size))
+    return pickle.loads(_recv_exactly(sock, size))
+
+
+# --- the child processes ------------------------------------------------------------
+
+def _layout_of(array: Any) -> str:
+    """The `harness.problem.make_layout` name of an input's memory layout."""
+    if array.flags.c_contiguous:
+        return "C"
+    if array.flags.f_contiguous:
+        return "F"
+    if array.strides and array.strides[-1] < 0:
+        return "reversed"
+    return "strided"
+
+
+def _zygote_main(fd: int) -> None:
+    """Import implementations once, then fork one child at a time to call them.
+
+    Requests on the control socket: ``("spawn", specs)``. The zygote loads
+    any spec it has not loaded yet, forks a child, sends the parent the
+    child's end of a new socket (with its pid), waits for the child to end
+    and sends ``("exited", wait status)``.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    control = socket.socket(fileno=fd)
+    loaded: dict[str, Any] = {}
+    while True:
+        try:
+            request = _recv(control)
+        except EOFError:
+            os._exit(0)
+        _, specs = request
+        for spec in specs:
+            if spec not in loaded:
+                _load_into(loaded, spec)
+        ours, theirs = socket.socketpair()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            control.close()
+            theirs.close()
+            try:
+                _serve(ours, loaded)
+            finally:
+                os._exit(0)
+        ours.close()
+        socket.send_fds(control, [_HEADER.pack(pid)], [theirs.fileno()])
+        theirs.close()
+        _, status = os.waitpid(pid, 0)
+        try:
+            _send(control, ("exited", status))
+        except OSError:
+            os._exit(0)
+
+
+def _load_into(loaded: dict[str, Any], spec: str) -> None:
+    """Load ``spec`` into ``loaded``: its `Implementation`, or why it cannot be loaded."""
+    from harness.loader import SpecError, load_implementation
+
+    try:
+        loaded[spec] = load_implementation(spec)
+    except SpecError as exc:
+        loaded[spec] = str(exc)
+    except BaseException as exc:  # noqa: BLE001
+        loaded[spec] = f"--impl {spec!r}: {type(exc).__name__}: {exc}"
+
+
+def _serve(sock: socket.socket, loaded: dict[str, Any]) -> None:
+    """The child: call what it is asked to, send back results and changed inputs."""
+    import numpy as np
+
+    from harness.problem import make_layout
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # prints, from Python or C, go nowhere
+    sys.stdout = open(os.devnull, "w")
+    faulthandler.enable(file=sys.__stderr__, all_threads=False)  # where a crash happened
+    warnings.simplefilter("ignore")
+    while True:
+        try:
+            _, spec, name, arrays, kwargs = _recv(sock)
+        except EOFError:
+            return
+        if spec not in loaded:  # not known when this child was forked: load it here
+            _load_into(loaded, spec)
+        impl = loaded[spec]
+        if isinstance(impl, str):
+            _send(sock, ("unloadable", impl))
+            continue
+        args = [None if a is None else make_layout(a[0], a[1]) for a in arrays]
+        originals = [None if a is None else a.copy() for a in args]
+        try:
+            result = impl.function(name)(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - reported, like any exception
+            _send(sock, ("raised", calling.describe_exception(exc)))
+            continue
+        changed = {i: np.ascontiguousarray(a) for i, (a, o) in enumerate(zip(args, originals))
+                   if a is not None and not np.array_equal(a, o, equal_nan=True)}
+        try:
+            payload = pickle.dumps(("returned", result, changed), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # noqa: BLE001
+            payload = pickle.dumps(("unpicklable", type(result).__name__, changed))
+        _send(sock, payload=payload)
+
+
+# --- the parent's side ----------------------------------------------------------------
+
+def _describe_status(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = "unknown signal"
+        return f"killed by signal {number} ({name})"
+    if os.WIFEXITED(status):
+        return f"exited with status {os.WEXITSTATUS(status)} without returning"
+    return f"ended with wait status {status}"
+
+
+_LIBRARY_DIRS = tuple({os.path.join(prefix, "lib") + os.sep
+                       for prefix in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+
+
+_HARNESS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calling.py")
+
+
+def _fatal_report(text: str) -> tuple[str, str]:
+    """(one-line summary, full text) of what faulthandler wrote, if anything."""
+    text = text.strip()
+    if not text:
+        return "", ""
+    first = text.splitlines()[0].strip()  # "Fatal Python error: Segmentation fault"
+    lines = text.splitlines()
+    # 'File "/x/mine.py", line 12 in conv2d', innermost first; the frames inside the
+    # implementation's call come before the harness's own (calling.py) frame
+    harness = [i for i, line in enumerate(lines) if _HARNESS_FILE in line]
+    if harness:
+        lines = lines[:harness[0]]
+        text = "\n".join(lines)
+    files = [line.strip() for line in lines if line.strip().startswith("File ")]
+    own = [line for line in files
+           if not any(line.startswith(f'File "{d}') for d in _LIBRARY_DIRS)]
+    where = (own or files or [""])[0]
+    summary = first + (f", {where}" if where else "")
+    return summary, text
+
+
+class Isolation:
+    """One zygote and at most one live child, for the calls of this process."""
+
+    def __init__(self, specs: list[str]):
+        self.specs = list(specs)
+        self.zygote: subprocess.Popen | None = None
+        self.control: socket.socket | None = None
+        self.child: socket.socket | None = None
+        self.child_pid = 0
+        self.call_seconds = 0.0  # of the last call, in the child: its start-up not included
+        self.log = tempfile.TemporaryFile()
+
+    # life cycle
+    def _start_zygote(self) -> None:
+        ours, theirs = socket.socketpair()
+        code = f"import harness.isolate as i; i._zygote_main({theirs.fileno()})"
+        self.zygote = subprocess.Popen(
+            [sys.executable, "-c", code], pass_fds=(theirs.fileno(),),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log,
+            cwd=os.getcwd(), start_new_session=True)
+        theirs.close()
+        self.control = ours
+
+    def _start_child(self) -> None:
+        if self.zygote is None or self.zygote.poll() is not None:
+            self._stop_zygote()
+            self._start_zygote()
+        assert self.control is not None
+        _send(self.control, ("spawn", self.specs))
+        data, fds, _, _ = socket.recv_fds(self.control, _HEADER.size, 1)
+        if len(data) < _HEADER.size or not fds:  # the zygote died loading an implementation
+            assert self.zygote is not None
+            try:
+                code = self.zygote.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                code = None
+            self._stop_zygote()
+            how = ("did not answer" if code is None else
+                   _describe_status((-code) if code < 0 else (code << 8)))
+            raise CheckFailure("crashed", "importing the implementation in the isolated "
+                                          f"process ended it: it {how}")
+        (self.child_pid,) = _HEADER.unpack(data)
+        self.child = socket.socket(fileno=fds[0])
+
+    def _child_ended(self) -> int:
+        """Close the child's socket and return its wait status (from the zygote)."""
+        if self.child is not None:
+            self.child.close()
+            self.child = None
+        assert self.control is not None
+        self.control.settimeout(30)
+        try:
+            _, status = _recv(self.control)
+        except (EOFError, OSError):
+            self._stop_zygote()
+            status = 0
+        finally:
+            if self.control is not None:
+                self.control.settimeout(None)
+        self.child_pid = 0
+        return status
+
+    def _kill_child(self) -> None:
+        if self.child_pid:
+            try:
+                os.kill(self.child_pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self._child_ended()
+
+    def _stop_zygote(self) -> None:
+        for sock in (self.child, self.control):
+            if sock is not None:
+                sock.close()
+        self.child = self.control = None
+        if self.child_pid:
+            try:
+                os.kill(self.child_pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.child_pid = 0
+        if self.zygote is not None:
+            try:
+                self.zygote.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.zygote.kill()
+                self.zygote.wait()
+            self.zygote = None
+
+    def close(self) -> None:
+        self._stop_zygote()
+        self.log.close()
+
+    # calls
+    def call(self, spec: str, name: str, args: tuple, kwargs: dict,
+             limit: float | None) -> Any:
+        """Run ``spec``'s ``name`` in the child; results back, or a `CheckFailure`."""
+        if self.child is None:
+            self._start_child()
+        assert self.child is not None
+        arrays = [None if a is None else (np.ascontiguousarray(a), _layout_of(a)) for a in args]
+        self.log.seek(0, os.SEEK_END)
+        log_start = self.log.tell()
+        try:
+            _send(self.child, ("call", spec, name, arrays, kwargs))
+            started = time.perf_counter()
+            ready, _, _ = select.select([self.child], [], [], limit)
+            self.call_seconds = time.perf_counter() - started
+            if not ready:
+                self._kill_child()
+                raise CheckFailure("timeout", f"{name} did not return within {limit:g} s")
+            reply = _recv(self.child)
+        except (EOFError, OSError):
+            status = self._child_ended()
+            self.log.seek(log_start)
+            summary, full = _fatal_report(self.log.read().decode("utf-8", "replace"))
+            message = f"{name} crashed the isolated process: {_describe_status(status)}"
+            if summary:
+                message += f" ({summary})"
+            raise CheckFailure("crashed", message + (f"\n{full}" if full else "")) from None
+        kind = reply[0]
+        if kind == "raised":
+            raise CheckFailure("raised", f"{name} raised {reply[1]}")
+        if kind == "unloadable":
+            raise CheckFailure("raised", f"the isolated process could not load it: {reply[1]}")
+        for index, values in reply[2].items():  # what it changed in place, changed here too
+            np.copyto(args[index], values)
+        if kind == "unpicklable":
+            raise CheckFailure("result_type", f"{name} returned a {reply[1]}, which cannot be "
+                                              "sent back from the isolated process (pickle)")
+        return reply[1]
+
+
+import numpy as np  # noqa: E402  (after the child's code, which imports it lazily)
+
+_isolation: Isolation | None = None
+
+
+class IsolatedFunction:
+    """Stands for an implementation's function; each call runs in the child."""
+
+    def __init__(self, spec: str, name: str, original: Callable[..., Any]):
+        self.spec, self.name, self.original = spec, name, original
+        self.call_seconds = 0.0
+        self.__wrapped__ = original
+        self.__doc__ = getattr(original, "__doc__", None)
+
+    def __harness_invoke__(self, name: str, args: tuple, kwargs: dict,
+                           limit: float | None) -> Any:
+        isolation = _the_isolation([self.spec])
+        try:
+            return isolation.call(self.spec, self.name, args, kwargs, limit)
+        finally:
+            self.call_seconds = isolation.call_seconds
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.__harness_invoke__(self.name, args, kwargs, None)
+
+    def __repr__(self) -> str:
+        return f"<{self.name} of {self.spec}, isolated>"
+
+
+def _the_isolation(specs: list[str]) -> Isolation:
+    """This process's `Isolation`, knowing ``specs`` (all loaded in the zygote at once)."""
+    global _isolation
+    if _isolation is None:
+        _isolation = Isolation([])
+        atexit.register(_shutdown)
+    for spec in specs:
+        if spec not in _isolation.specs:
+            _isolation.specs.append(spec)
+    return _isolation
+
+
+def isolated(impl: Any) -> Any:
+    """Make every function of a loaded `Implementation` run in the child process."""
+    impl.functions = {name: fn if isinstance(fn, IsolatedFunction)
+                      else IsolatedFunction(impl.spec, name, fn)
+                      for name, fn in impl.functions.items()}
+    return impl
+
+
+def _shutdown() -> None:
+    global _isolation
+    if _isolation is not None:
+        _isolation.close()
+        _isolation = None
+
+
+# --- crash records without --isolate -------------------------------------------------
+
+class CrashRecorder:
+    """Before each call, write the case it is about to run; remove it afterwards."""
+
+    def __init__(self, failures_dir: Path, process: str, run_id: str):
+        self.failures_dir = failures_dir
+        self.process = process
+        self.run_id = run_id
+        self.current: tuple[str, str, str] | None = None  # (spec, impl name, check)
+
+    def __call__(self, case: Any, function: str) -> Callable[[], None] | None:
+        if self.current is None:
+            return None
+        from harness.failures import _safe, atomic_write, case_record
+
+        spec, impl_name, check = self.current
+        record = case_record(spec, case, "crashed", _crash_message(
+            function, f"the test process ({self.process})", case.problem.describe(), ""))
+        record.update(function=function, during_check=check, run=self.run_id)
+        path = self.failures_dir / (f"{_safe(impl_name)}-{case.problem.op}-crashed-in-"
+                                    f"{_safe(self.process)}.json")
+        atomic_write(path, json.dumps(record, indent=1) + "\n")
+        return lambda: path.unlink(missing_ok=True)
+
+
+def _crash_message(function: str, who: str, problem: str, fatal: str) -> str:
+    return (f"{function} crashed {who}: it died during the call "
+            f"({fatal or 'a segfault, os._exit or another fatal error'}); "
+            "not shrunk (--isolate contains crashes and shrinks them)\n"
+            f"problem: {problem}")
+
+
+_recorder: CrashRecorder | None = None
+_controller_config: pytest.Config | None = None
+
+
+def _failures_dir(config: pytest.Config) -> Path:
+    path = Path(config.getoption("--conv-failures"))
+    return path if path.is_absolute() else Path(config.invocation_params.dir) / path
+
+
+def _is_xdist_controller(config: pytest.Config) -> bool:
+    return (not hasattr(config, "workerinput")
+            and getattr(config.option, "dist", "no") != "no"
+            and not getattr(config.option, "collectonly", False))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    global _recorder
+    from harness.plugin import loaded_implementations
+
+    if config.getoption("--isolate"):
+        impls = loaded_implementations(config)
+        for impl in impls:
+            isolated(impl)
+        if not _is_xdist_controller(config):  # the zygote starts at the first call
+            _the_isolation([impl.spec for impl in impls])
+        return
+    if _is_xdist_controller(config):
+        global _controller_config
+        _controller_config = config
+        fatal_dir = tempfile.mkdtemp(prefix="conv-harness-fatal-")
+        config.stash[_FATAL_DIR] = fatal_dir
+        return
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        process, run_id = workerinput["workerid"], workerinput.get("testrunuid", "")
+        fatal_dir = workerinput.get(INFLIGHT_KEY)
+        if fatal_dir:  # the controller reads where the worker died from this file
+            handle = open(os.path.join(fatal_dir, f"{process}.log"), "w")
+            config.stash[_FATAL_FILE] = handle
+            faulthandler.enable(file=handle, all_threads=False)
+    else:
+        process, run_id = f"pid{os.getpid()}", ""
+    _recorder = CrashRecorder(_failures_dir(config), process, run_id)
+    calling.set_call_observer(_recorder)
+
+
+_FATAL_DIR = pytest.StashKey[str]()
+_FATAL_FILE = pytest.StashKey[Any]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    fatal_dir = node.config.stash.get(_FATAL_DIR, None)
+    if fatal_dir:
+        node.workerinput[INFLIGHT_KEY] = fatal_dir
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    if _recorder is None:
+        return (yield)
+    target = getattr(getattr(item, "callspec", None), "params", {}).get("target")
+    marker = item.get_closest_marker("conv_check")
+    if target is not None and hasattr(target, "impl"):
+        _recorder.current = (target.impl.spec, target.impl.name,
+                             marker.args[0] if marker else item.name)
+    try:
+        return (yield)
+    finally:
+        _recorder.current = None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+    """A worker died: report the problem it was running, from its crash record."""
+    from harness.failures import save_case
+
+    config = _controller_config
+    node = getattr(report, "node", None)
+    workerinput = getattr(node, "workerinput", None) or {}
+    process, run_id = workerinput.get("workerid"), workerinput.get("testrunuid", "")
+    if config is None or process is None:
+        return
+    fatal_dir = config.stash.get(_FATAL_DIR, None)
+    fatal_summary = fatal_text = ""
+    if fatal_dir:
+        log = Path(fatal_dir, f"{process}.log")
+        if log.exists():
+            fatal_summary, fatal_text = _fatal_report(log.read_text(errors="replace"))
+    failures = _failures_dir(config)
+    records = []
+    for name in glob.glob(str(failures / f"*-crashed-in-{process}.json")):
+        try:
+            record = json.loads(Path(name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if record.get("run", "") == run_id:
+            records.append((os.path.getmtime(name), name, record))
+    if not records:
+        if fatal_text:
+            report.longrepr = f"{report.longrepr}\n{fatal_text}"
+        return
+    _, inflight, record = max(records)
+    from harness.problem import ConvProblem
+
+    problem = ConvProblem.from_params(record["op"], record["params"]).describe()
+    message = _crash_message(record.get("function", record["op"]),
+                             f"the test process (pytest-xdist worker {process!r})", problem,
+                             fatal_summary)
+    impl_name = Path(inflight).name[: -len(f"-{record['op']}-crashed-in-{process}.json")]
+    record["message"] = message
+    for key in ("run",):
+        record.pop(key, None)
+    saved = save_case(failures, record, impl_name)
+    Path(inflight).unlink(missing_ok=True)
+    report.longrepr = (f"{message}\ncase saved to {saved}"
+                       + (f"\n{fatal_text}" if fatal_text else ""))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _recorder
+    _shutdown()
+    if _recorder is not None:
+        calling.set_call_observer(None)
+        _recorder = None
+    handle = config.stash.get(_FATAL_FILE, None)
+    if handle is not None:
+        faulthandler.disable()
+        handle.close()
+    fatal_dir = config.stash.get(_FATAL_DIR, None)
+    if fatal_dir:
+        import shutil
+        shutil.rmtree(fatal_dir, ignore_errors=True)

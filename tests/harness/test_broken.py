@@ -1,0 +1,218 @@
+"""Broken implementations: each reported as what it is, in one line, and the run goes on.
+
+The suite runs, as a user would run it, on the known-broken modules in
+tests/harness/broken/ (each breaks one thing, conv2d only) together with
+conv_impl.einsum in the same run, whose tests must still pass. Three runs,
+started at once (most of their time is start-up, waiting and shrinking):
+
+* in-process: raises, wrong results of every kind, changed inputs, not
+  repeatable, a Python hang, noise;
+* pytest-xdist without --isolate: a segfault and os._exit kill the worker;
+* --isolate: a hang in C, a segfault, os._exit, changed inputs and a list
+  result across the process boundary, a slow noisy import.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+BROKEN = Path(__file__).resolve().parent / "broken"
+FORWARD = "conv2d and test_forward"
+
+
+def _impls(*names: str) -> list[str]:
+    return [arg for name in names for arg in ("--impl", str(BROKEN / f"{name}.py"))]
+
+
+RUNS = {
+    "inprocess": (["-k", f"{FORWARD} or (conv2d and test_repeatable and unrepeatable) "
+                         "or (conv2d and test_grad_input and short_tuple)",
+                   "--conv-timeout", "1"],
+                  ["raises", "returns_list", "returns_none", "wrong_shape", "wrong_dtype",
+                   "short_tuple", "nonfinite", "in_place", "unrepeatable", "hangs", "noisy"]),
+    "xdist": (["-n", "2", "-k", FORWARD], ["segfault", "exits"]),
+    "isolate": (["--isolate", "-k", FORWARD, "--conv-timeout", "1"],
+                ["hangs_in_c", "segfault", "exits", "in_place", "returns_list", "noisy"]),
+}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+
+    def run(name: str):
+        options, broken = RUNS[name]
+        failures = tmp_path_factory.mktemp(name)
+        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "_profile",
+                   "-q", "-rA", "--conv-failures", str(failures), *options,
+                   *_impls(*broken), "--impl", "conv_impl.einsum"]
+        env = {**os.environ, "HYPOTHESIS_PROFILE": "broken-quick",
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(BROKEN),
+                                                          os.environ.get("PYTHONPATH")]))}
+        done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True,
+                              timeout=400)
+        return done, failures
+
+    with ThreadPoolExecutor(len(RUNS)) as pool:
+        futures = {name: pool.submit(run, name) for name in RUNS}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def _outcome(output: str, test: str) -> str:
+    """PASSED or FAILED, from the -rA summary, for e.g. ``test_forward[raises-conv2d]``."""
+    found = re.findall(rf"^(PASSED|FAILED) \S+::{re.escape(test)}", output, re.M)
+    assert len(found) == 1, f"{test}: {found}\n{output[-3000:]}"
+    return found[0]
+
+
+def _case_files(failures: Path, impl: str, check: str) -> list[dict]:
+    return [json.loads(p.read_text()) for p in failures.glob(f"{impl}-conv2d-{check}-*.json")]
+
+
+def _assert_reported(output: str, failures: Path, impl: str, check: str, line: str,
+                     test: str = "test_forward") -> None:
+    """``impl``'s test failed with ``check``, the one-line message matching ``line``
+    (a regex) in the report and in its case file."""
+    assert _outcome(output, f"{test}[{impl}-conv2d]") == "FAILED"
+    assert re.search(line, output, re.M), f"{impl}: no line matching {line!r}\n{output[-4000:]}"
+    records = _case_files(failures, impl, check)
+    assert records, f"{impl}: no case file for check {check!r} in {sorted(failures.iterdir())}"
+    in_file = line.replace(r"^E\s+", "^")  # the report's lines start with "E   "
+    assert any(re.search(in_file, r["message"], re.M) for r in records), records[0]["message"]
+
+
+IN_PROCESS = [
+    ("raises", "raised", "test_forward",
+     r"^E\s+conv2d raised NotImplementedError: stride \(1, 2\) is not supported yet \.\.\. "
+     r"\(at .*broken/raises\.py:7\)$"),
+    ("returns_list", "dtype", "test_forward",
+     r"^E\s+conv2d's result \(a list\) has dtype float64 \(what np\.asarray makes of a list of "
+     r"Python floats\); inputs are float32, so the result must be float32$"),
+    ("returns_none", "result_type", "test_forward",
+     r"^E\s+conv2d's result is None; expected a float64 array of shape \(1, 1, 1, 1\)$"),
+    ("wrong_shape", "shape", "test_forward",
+     r"^E\s+conv2d's result has shape \(\); torch gives \(1, 1, 1, 1\)$"),
+    ("wrong_dtype", "dtype", "test_forward",
+     r"^E\s+conv2d's result has dtype float64; inputs are float32, so the result must be float32$"),
+    ("short_tuple", "result_type", "test_grad_input",
+     r"^E\s+conv2d_backward returned a tuple of length 2; expected a tuple "
+     r"\(grad_input, grad_weight, grad_bias\)$"),
+    ("nonfinite", "nonfinite", "test_forward",
+     r"^E\s+conv2d's result holds 1 NaN or inf value\(s\) for finite inputs "
+     r"\(the first is nan at index \(0, 0, 0, 0\)\)$"),
+    ("in_place", "input_changed", "test_forward",
+     r"^E\s+conv2d changed its input 'x' in place \(1 of 1 elements\); the harness treats "
+     r"inputs as read-only$"),
+    ("unrepeatable", "repeatable", "test_repeatable",
+     r"^E\s+conv2d gave a different y for the same inputs on a second call \(1 of 1 elements "
+     r"differ, largest difference 4\.94e-324\)$"),
+    ("hangs", "timeout", "test_forward",
+     r"^E\s+conv2d did not return within [\d.]+ s \(the shorter limit once a call of it has "
+     r"exceeded --conv-timeout 1 s: 10 times its slowest call that returned\)$"),
+]
+
+
+@pytest.mark.parametrize("impl, check, test, line", IN_PROCESS, ids=[c[0] for c in IN_PROCESS])
+def test_reported_in_process(results, impl, check, test, line):
+    done, failures = results["inprocess"]
+    _assert_reported(done.stdout, failures, impl, check, line, test)
+
+
+def test_raise_is_shrunk(results):
+    """The smallest problem that raises: stride 1x2 and nothing else."""
+    done, failures = results["inprocess"]
+    (record,) = _case_files(failures, "raises", "raised")
+    params = record["params"]
+    assert params["stride"] in ([1, 2], [2, 1])
+    assert (params["batch"], params["in_channels"], params["out_channels"]) == (1, 1, 1)
+    assert params["input_size"] == [1, 1] and params["kernel_size"] == [1, 1]
+
+
+def test_hang_is_shrunk(results):
+    done, failures = results["inprocess"]
+    (record,) = _case_files(failures, "hangs", "timeout")
+    assert record["params"]["stride"] in ([1, 2], [2, 1])
+    assert record["params"]["input_size"] == [1, 1]
+
+
+def test_others_in_process_run_passed_and_quietly(results):
+    done, _ = results["inprocess"]
+    assert _outcome(done.stdout, "test_forward[conv_impl.einsum-conv2d]") == "PASSED"
+    assert _outcome(done.stdout, "test_forward[noisy-conv2d]") == "PASSED"
+    assert re.search(r"^10 failed, 3 passed", done.stdout.splitlines()[-1])
+    everything = done.stdout + done.stderr
+    for noise in ("NOISY-CALL-STDOUT", "NOISY-CALL-STDERR", "NOISY-CALL-WARNING",
+                  "NOISY-IMPORT-STDOUT", "NOISY-IMPORT-WARNING"):
+        assert noise not in everything
+    # NOISY-IMPORT-STDERR still shows: harness/loader.py's _quiet() redirects
+    # stdout only at import (its owner is asked to redirect stderr too).
+
+
+def test_crash_kills_xdist_worker_and_is_reported(results):
+    done, failures = results["xdist"]
+    out = done.stdout
+    _assert_reported(out, failures, "segfault", "crashed",
+                     r"^conv2d crashed the test process \(pytest-xdist worker 'gw\d+'\): it died "
+                     r"during the call \(Fatal Python error: Segmentation fault, File \".*broken/"
+                     r"segfault\.py\", line 9 in conv2d\); not shrunk \(--isolate contains "
+                     r"crashes and shrinks them\)$")
+    _assert_reported(out, failures, "exits", "crashed",
+                     r"^conv2d crashed the test process \(pytest-xdist worker 'gw\d+'\): it died "
+                     r"during the call \(a segfault, os\._exit or another fatal error\); not "
+                     r"shrunk")
+    for impl in ("segfault", "exits"):  # the last problem it was given, with a bias of None
+        (record,) = _case_files(failures, impl, "crashed")
+        assert record["impl"].endswith(f"{impl}.py") and record["function"] == "conv2d"
+        assert re.search(r"^problem: conv2d batch=", record["message"], re.M)
+    (exits,) = _case_files(failures, "exits", "crashed")
+    assert exits["params"]["bias"] is False
+    (segfault,) = _case_files(failures, "segfault", "crashed")
+    assert any(segfault["params"]["padding"])
+    assert not list(failures.glob("*-crashed-in-*.json"))  # in-flight records consumed
+    assert _outcome(out, "test_forward[conv_impl.einsum-conv2d]") == "PASSED"
+    assert done.returncode == 1
+
+
+ISOLATED = [
+    ("hangs_in_c", "timeout",
+     r"^E\s+conv2d did not return within [\d.]+ s \(the shorter limit once a call of it has "
+     r"exceeded --conv-timeout 1 s: 10 times its slowest call that returned\)$"),
+    ("segfault", "crashed",
+     r"^E\s+conv2d crashed the isolated process: killed by signal 11 \(SIGSEGV\) \(Fatal Python "
+     r"error: Segmentation fault, File \".*broken/segfault\.py\", line 9 in conv2d\)$"),
+    ("exits", "crashed",
+     r"^E\s+conv2d crashed the isolated process: exited with status 3 without returning$"),
+    ("in_place", "input_changed",
+     r"^E\s+conv2d changed its input 'x' in place \(1 of 1 elements\); the harness treats "
+     r"inputs as read-only$"),
+    ("returns_list", "dtype",
+     r"^E\s+conv2d's result \(a list\) has dtype float64 \(what np\.asarray makes of a list of "
+     r"Python floats\); inputs are float32, so the result must be float32$"),
+]
+
+
+@pytest.mark.parametrize("impl, check, line", ISOLATED, ids=[c[0] for c in ISOLATED])
+def test_reported_isolated(results, impl, check, line):
+    done, failures = results["isolate"]
+    _assert_reported(done.stdout, failures, impl, check, line)
+
+
+def test_isolated_crash_is_shrunk_and_others_pass(results):
+    done, failures = results["isolate"]
+    (record,) = _case_files(failures, "segfault", "crashed")
+    params = record["params"]
+    assert params["input_size"] == [1, 1] and sorted(params["padding"]) == [0, 1]
+    (record,) = _case_files(failures, "exits", "crashed")
+    assert record["params"]["bias"] is False and record["params"]["input_size"] == [1, 1]
+    assert _outcome(done.stdout, "test_forward[conv_impl.einsum-conv2d]") == "PASSED"
+    assert _outcome(done.stdout, "test_forward[noisy-conv2d]") == "PASSED"  # 2 s import: no time-out
+    assert "NOISY-CALL" not in done.stdout + done.stderr
