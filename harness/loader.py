@@ -78,7 +78,8 @@ def short_name(spec: str) -> str:
 @contextlib.contextmanager
 def _quiet() -> Any:
     """Keep what an implementation prints or warns on import out of the run."""
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
         warnings.simplefilter("ignore")
         yield
 

@@ -34,8 +34,9 @@ def failure_text(spec: str, case: ConvCase, failure: CheckFailure, ran: str) -> 
     what = REGISTRY[ran].description if ran in REGISTRY else ""
     if failure.check == ran:
         head = f"check {ran!r} failed" + (f" ({what})" if what else "")
-    else:
-        head = f"check {failure.check!r} failed while running check {ran!r}"
+    else:  # e.g. `raised` or `dtype`: its one line says it all, so it goes first
+        head = (f"check {failure.check!r} failed while running check {ran!r}: "
+                f"{failure.message.splitlines()[0]}")
     layouts = {k: v for k, v in case.layouts.items() if v != "C"}
     lines = [f"{spec} {p.op}: {head}", f"parameters: {p.describe()}"]
     if layouts:
