@@ -295,6 +295,12 @@ class LayerAdapter:
                     f"capabilities: unknown key {key!r}; the contract knows {_CONTRACT_CAPABILITY_KEYS}"
                 )
             caps[key] = value
+        if isinstance(caps["dtypes"], str):
+            raise ValueError(f"capabilities: dtypes must be a tuple of dtype names, "
+                             f"got the string {caps['dtypes']!r}")
+        for key in _CONTRACT_CAPABILITY_KEYS[1:]:
+            if not isinstance(caps[key], bool):
+                raise ValueError(f"capabilities: {key} must be True or False, got {caps[key]!r}")
         caps["dtypes"] = tuple(np.dtype(d).name for d in caps["dtypes"])
         if self.square and not caps["square"]:
             raise ValueError(
