@@ -49,9 +49,12 @@ def results(tmp_path_factory):
 
     root = Path(__file__).resolve().parents[2]
 
+    # Made here, not in the threads: tmp_path_factory is not thread-safe.
+    folders = {name: tmp_path_factory.mktemp(name) for name in RUNS}
+
     def run(name: str):
         options, broken = RUNS[name]
-        failures = tmp_path_factory.mktemp(name)
+        failures = folders[name]
         command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "_profile",
                    "-q", "-rA", "--conv-failures", str(failures), *options,
                    *_impls(*broken), "--impl", "conv_impl.einsum"]
