@@ -59,6 +59,12 @@ def test_two_implementations_one_failing_one_passing(run_pytest):
         in result.stdout
     assert "FAILED tests/conformance/test_conformance.py::test_grad_input[conv_impl.tutorial-conv2d]" \
         in result.stdout
+    # The run summary: one failing, one passing implementation, each with its coverage.
+    summary = result.stdout.split("convolution harness summary")[1]
+    assert "conv_impl.tutorial [conv_impl.tutorial]: FAILED: grad_input (conv2d)" in summary
+    assert "conv_impl.einsum [conv_impl.einsum]: passed" in summary
+    assert summary.count("examples tried:") == 2 and summary.count("features covered:") == 2
+    assert "not generated (its CAPABILITIES): dilation > 1, groups > 1, bias=None" in summary
 
 
 BAD_SPECS = {
