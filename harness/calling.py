@@ -41,6 +41,16 @@ class CheckFailure(AssertionError):
         self.message = message
 
 
+@contextlib.contextmanager
+def silenced() -> Iterator[None]:
+    """Keep what an implementation prints (stdout, stderr) or warns out of the run:
+    noise here, on import as on a call; a failure report says what matters."""
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        yield
+
+
 class _TimeLimitExceeded(BaseException):
     """Raised inside the implementation by the alarm; BaseException so that an
     implementation's own ``except Exception`` cannot swallow it."""
@@ -208,10 +218,7 @@ def invoke(fn: Callable[..., Any], name: str, args: tuple, kwargs: dict,
                 raise timeout_failure(fn, name, limit, timeout) from None
             raise
     try:
-        with time_limit(limit), warnings.catch_warnings(), \
-                contextlib.redirect_stdout(io.StringIO()), \
-                contextlib.redirect_stderr(io.StringIO()):
-            warnings.simplefilter("ignore")
+        with time_limit(limit), silenced():
             result = fn(*args, **kwargs)
         _returned(fn, time.perf_counter() - started)
         return result

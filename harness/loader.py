@@ -9,19 +9,17 @@ turns it into a usage error (exit status 4).
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.util
 import inspect
-import io
 import re
 import sys
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
+from harness.calling import silenced
 from harness.capabilities import Capabilities, CapabilitiesError
 from harness.problem import OPS
 
@@ -75,15 +73,6 @@ def short_name(spec: str) -> str:
     return f"{base}:{attr}" if attr else base
 
 
-@contextlib.contextmanager
-def _quiet() -> Any:
-    """Keep what an implementation prints or warns on import out of the run."""
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
-            contextlib.redirect_stderr(io.StringIO()):
-        warnings.simplefilter("ignore")
-        yield
-
-
 def _package_module(path: Path) -> tuple[Path, str] | None:
     """(folder to import from, dotted name) when ``path`` lies inside a package."""
     path = path.resolve()
@@ -115,7 +104,7 @@ def _import_file(spec: str, path: Path) -> ModuleType:
     sys.path.insert(0, str(path.resolve().parent))
     sys.modules[name] = module
     try:
-        with _quiet():
+        with silenced():
             module_spec.loader.exec_module(module)
     except BaseException as exc:
         del sys.modules[name]
@@ -130,7 +119,7 @@ def _import_file(spec: str, path: Path) -> ModuleType:
 
 def _import_dotted(spec: str, dotted: str) -> ModuleType:
     try:
-        with _quiet():
+        with silenced():
             return importlib.import_module(dotted)
     except ModuleNotFoundError as exc:
         if exc.name and (dotted == exc.name or dotted.startswith(exc.name + ".")):
@@ -156,7 +145,7 @@ def _resolve_attribute(spec: str, module: ModuleType, attr: str) -> Any:
             inspect.isfunction(inspect.getattr_static(target, name, None))
             for name in CONTRACT_FUNCTIONS):
         try:  # a class whose functions are instance methods: use an instance
-            with _quiet():
+            with silenced():
                 target = target()
         except Exception as exc:
             raise SpecError(f"--impl {spec!r}: cannot construct {attr}() to call its methods: "
