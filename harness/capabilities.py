@@ -58,6 +58,25 @@ class Capabilities:
                 values[name] = value
         return cls(**values)
 
+    def excludes(self, case: Any) -> list[str]:
+        """Why these capabilities rule out ``case`` (a `ConvCase`; empty: they do not)."""
+        p = case.problem
+        out = []
+        if p.dtype not in self.dtypes:
+            out.append(f"dtype {p.dtype} (accepts {', '.join(self.dtypes)})")
+        if not self.dilation and any(d != 1 for d in p.dilation):
+            out.append("dilation > 1")
+        if not self.groups and p.groups != 1:
+            out.append("groups > 1")
+        if not self.bias_none and not p.bias:
+            out.append("bias=None")
+        if self.square and any(len(set(t)) > 1 for t in (
+                p.kernel_size, p.stride, p.padding, p.dilation, p.output_padding)):
+            out.append("non-square kernel/stride/padding/dilation")
+        if self.contiguous_only and any(v != "C" for v in case.layouts.values()):
+            out.append("non-contiguous inputs")
+        return out
+
     def not_generated(self) -> list[str]:
         """What this declaration keeps out of the generated problems, for the summary."""
         out = [f"dtype {d}" for d in DTYPES if d not in self.dtypes]

@@ -141,10 +141,15 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(Summary(impls), "conv_harness_summary")
 
 
+def timeout_of(config: pytest.Config) -> float | None:
+    """The per-call time limit, None for none (``--conv-timeout 0``)."""
+    return config.getoption("--conv-timeout", default=None) or None
+
+
 def targets(config: pytest.Config, check: str) -> list[Target]:
     """Every (implementation, op) that provides what ``check`` calls."""
     out = []
-    timeout = config.getoption("--conv-timeout") or None
+    timeout = timeout_of(config)
     failures = Path(config.getoption("--conv-failures"))
     if not failures.is_absolute():
         failures = Path(config.invocation_params.dir) / failures

@@ -31,7 +31,6 @@ from typing import Any, Iterator
 import pytest
 
 from harness.calling import CheckFailure
-from harness.capabilities import Capabilities
 from harness.failures import CaseFileError, load_case, script_path
 from harness.loader import Implementation, SpecError, load_implementation, split_spec
 
@@ -155,26 +154,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # --- running ----------------------------------------------------------------
 
-def excluded_by(caps: Capabilities, case: Any) -> list[str]:
-    """Why an implementation's CAPABILITIES exclude ``case`` (empty: they do not)."""
-    p = case.problem
-    out = []
-    if p.dtype not in caps.dtypes:
-        out.append(f"dtype {p.dtype} (accepts {', '.join(caps.dtypes)})")
-    if not caps.dilation and any(d != 1 for d in p.dilation):
-        out.append("dilation > 1")
-    if not caps.groups and p.groups != 1:
-        out.append("groups > 1")
-    if not caps.bias_none and not p.bias:
-        out.append("bias=None")
-    if caps.square and any(len(set(t)) > 1 for t in (
-            p.kernel_size, p.stride, p.padding, p.dilation, p.output_padding)):
-        out.append("non-square kernel/stride/padding/dilation")
-    if caps.contiguous_only and any(v != "C" for v in case.layouts.values()):
-        out.append("non-contiguous inputs")
-    return out
-
-
 def skip_reason(impl: Implementation, ran: str, case: Any) -> str | None:
     """Why ``impl`` cannot run check ``ran`` on ``case`` (None: it can)."""
     from harness import oracle
@@ -186,7 +165,7 @@ def skip_reason(impl: Implementation, ran: str, case: Any) -> str | None:
         wanted = check.functions(op) or (op, f"{op}_backward")
         missing = [name for name in wanted if not impl.has(name)]
         return f"{impl.spec} does not provide {' / '.join(missing)} (check {ran!r})"
-    excluded = excluded_by(impl.capabilities, case)
+    excluded = impl.capabilities.excludes(case)
     if excluded:
         return f"{impl.spec}'s CAPABILITIES exclude this case: {', '.join(excluded)}"
     if check.oracle and not oracle.torch_available():
@@ -227,10 +206,6 @@ def _versions(record: dict[str, Any]) -> str:
     return ""
 
 
-def timeout_of(config: pytest.Config) -> float | None:
-    return config.getoption("--conv-timeout", default=None) or None
-
-
 class ReplayItem(pytest.Item):
     """One case file replayed against one implementation."""
 
@@ -240,6 +215,7 @@ class ReplayItem(pytest.Item):
         self.impl = impl
 
     def runtest(self) -> None:
+        from harness.plugin import timeout_of
         replay_case(self.impl, self.replay, timeout_of(self.config))
 
     def repr_failure(self, excinfo, style=None):  # type: ignore[override]

@@ -13,7 +13,7 @@ regenerates the tutorial's).
 import pytest
 
 from harness import replay
-from harness.plugin import loaded_implementations
+from harness.plugin import loaded_implementations, timeout_of
 
 
 def pytest_generate_tests(metafunc):
@@ -29,4 +29,4 @@ def pytest_generate_tests(metafunc):
 @pytest.mark.conv_regression
 def test_regression(regression, request):
     impl, path = regression
-    replay.run_regression(impl, path, replay.timeout_of(request.config))
+    replay.run_regression(impl, path, timeout_of(request.config))

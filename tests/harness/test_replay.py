@@ -46,10 +46,10 @@ def test_skip_reasons_name_the_missing_function_or_the_capability():
     one_d = load_implementation("examples/conv1d_layer.py")
     assert "does not provide conv2d_backward" in replay.skip_reason(one_d, "grad_input", case)
     assert replay.skip_reason(load_implementation("conv_impl.einsum"), "grad_input", case) is None
-    assert replay.excluded_by(Capabilities(dtypes=("float32",)), case) == [
+    assert Capabilities(dtypes=("float32",)).excludes(case) == [
         "dtype float64 (accepts float32)"]
     case.layouts["x"] = "F"
-    assert replay.excluded_by(Capabilities(contiguous_only=True), case) == [
+    assert Capabilities(contiguous_only=True).excludes(case) == [
         "non-contiguous inputs"]
 
 
