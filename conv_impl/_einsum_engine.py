@@ -34,8 +34,9 @@ they add exactly nothing to the weight and input gradients.
 
 Two special cases skip the layout where it does not pay: a 1x1 kernel
 without padding is one batched einsum straight on the input (the
-"pointwise" path), and with one input channel per group (depthwise) the
-contractions are small einsums NumPy runs itself, not BLAS GEMMs.
+"pointwise" path), and with one input channel per group (depthwise) there
+is no GEMM worth calling: each tap is a broadcasting multiply-add of a
+contiguous slice of the flat layout (the "direct" path).
 
 Everything runs in a fixed order (chunks, groups, taps) on the calling
 thread; BLAS splits a product across its threads the same way on every call
@@ -60,6 +61,11 @@ Ints = tuple[int, ...]
 CHUNK_BYTES = 1 << 21
 #: but at least this many output positions per chunk, for BLAS efficiency
 MIN_POSITIONS = 256
+#: positions per chunk of the direct (depthwise) path: its per-tap ufunc
+#: calls on (channels, positions) slices of the flat layout ran about 3x
+#: slower per element on rows shorter than ~3000 positions (measured on
+#: float32 and float64), so its chunks are long rather than cache-sized
+DIRECT_POSITIONS = 8192
 
 
 @dataclass(frozen=True)
@@ -132,8 +138,10 @@ def make_plan(n: int, c_in: int, c_out: int, groups: int, in_size: Ints,
 
     cg = c_in // groups
     direct = cg == 1 and groups > 1
-    rows_per_col = len(taps) * (c_in if direct else cg)
-    cols = max(MIN_POSITIONS, CHUNK_BYTES // (rows_per_col * np.dtype(dtype).itemsize))
+    if direct:
+        cols = DIRECT_POSITIONS
+    else:  # the window copy of a chunk about CHUNK_BYTES
+        cols = max(MIN_POSITIONS, CHUNK_BYTES // (len(taps) * cg * np.dtype(dtype).itemsize))
     r1, o1 = row[0], out_size[0]
     span = o1 * r1  # flat extent of one image's output rows
     chunks = []
@@ -350,6 +358,88 @@ def _pointwise_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray,
     return gx, gw
 
 
+# ----------------------------------------------------------------------------
+# the direct path: one input channel per group (depthwise)
+# ----------------------------------------------------------------------------
+#
+# With one input channel per group a GEMM has a single row per tap, so
+# BLAS does not pay and a window copy of every tap costs more than the
+# arithmetic. Instead each tap is one broadcasting multiply of a contiguous
+# slice of the flat layout (the tap's window, see the module docstring) by
+# the tap's weights, added into a chunk-sized accumulator: no window copy,
+# every operand cache-resident.
+
+def _direct_forward(plan: Plan, xf: np.ndarray, w: np.ndarray,
+                    b: Optional[np.ndarray], y: np.ndarray) -> np.ndarray:
+    """y[g*og + j] = sum_tap w[g, j, tap] * window_tap(x[g]) (+ bias), chunk by
+    chunk, written into ``y``."""
+    G, og, T = plan.groups, plan.og, plan.taps
+    wd = w.reshape(G, og, T, 1)
+    width = max(_chunk_geometry(plan, c)[1] for c in plan.chunks)
+    acc = np.empty((G, og, width), dtype=plan.dtype)
+    tmp = np.empty_like(acc)
+    for chunk in plan.chunks:
+        q0, size, _ = _chunk_geometry(plan, chunk)
+        a, t = acc[:, :, :size], tmp[:, :, :size]
+        for k, off in enumerate(plan.offsets):
+            window = xf[:, None, off + q0: off + q0 + size]  # (G, 1, size)
+            np.multiply(window, wd[:, :, k], out=a if k == 0 else t)
+            if k:
+                a += t
+        dst = _out_block(y, chunk, slice(None))
+        src = _valid(plan, a.reshape(plan.c_out, size), chunk)
+        if b is None:
+            dst[...] = src
+        else:
+            np.add(src, b, out=dst)
+    return y
+
+
+def _direct_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray,
+                     go: np.ndarray, want_input: bool, want_weight: bool):
+    """Gradients of ``_direct_forward``, chunk by chunk of grad_output laid
+    out on the grid (zero at thrown-away positions):
+
+    * weight: per tap, ``einsum('goq,gq->go')`` of the chunk against the
+      tap's window of the input (a row-wise dot product, no copy);
+    * input: per tap, the chunk times the tap's weights added onto the
+      tap's window of the input gradient's flat layout (col2im).
+    """
+    G, og, T = plan.groups, plan.og, plan.taps
+    wd = w.reshape(G, og, T)
+    xf = to_phases(plan, x) if want_weight else None
+    dxf = np.zeros((plan.c_in, plan.length), dtype=plan.dtype) if want_input else None
+    gw = np.zeros((G, og, T), dtype=plan.dtype) if want_weight else None
+    width = max(_chunk_geometry(plan, c)[1] for c in plan.chunks)
+    gbuf = np.empty((plan.c_out, width), dtype=plan.dtype)
+    tmp = np.empty((G, width), dtype=plan.dtype)
+    part = np.empty((G, og), dtype=plan.dtype)
+    for chunk in plan.chunks:
+        q0, size, _ = _chunk_geometry(plan, chunk)
+        gc = gbuf[:, :size]
+        gc[...] = 0
+        _valid(plan, gc, chunk)[...] = _out_block(go, chunk, slice(None))
+        g3 = gc.reshape(G, og, size)
+        t = tmp[:, :size]
+        for k, off in enumerate(plan.offsets):
+            if want_weight:
+                gw[:, :, k] += np.einsum("goq,gq->go", g3, xf[:, off + q0: off + q0 + size],
+                                         out=part)
+            if want_input:
+                if og == 1:
+                    np.multiply(g3[:, 0], wd[:, :, k], out=t)
+                else:
+                    np.einsum("goq,go->gq", g3, wd[:, :, k], out=t)
+                dst = dxf[:, off + q0: off + q0 + size]
+                dst += t
+    del xf
+    gx = from_phases(plan, dxf) if want_input else None
+    del dxf
+    gwo = None if gw is None else gw.reshape((plan.c_out, 1) + plan.kernel)
+    return gx, gwo
+
+
+
 def forward(plan: Plan, x: np.ndarray, w: np.ndarray,
             bias: Optional[np.ndarray]) -> np.ndarray:
     """y = correlate(x, w) + bias, shape (N, C_out, *out_size)."""
@@ -361,23 +451,7 @@ def forward(plan: Plan, x: np.ndarray, w: np.ndarray,
     nd = len(plan.kernel)
     b = None if bias is None else bias.reshape((-1,) + (1,) * (nd + 1))
     if plan.direct:
-        wd = np.ascontiguousarray(w.reshape(G, og, T))       # (g, o, tap)
-        for chunk in plan.chunks:
-            q0, size, _ = _chunk_geometry(plan, chunk)
-            if plan.tap_steps is not None:  # windows from a strided view
-                cols = _chunk_windows(plan, xf, q0, size)
-            else:
-                cols = np.empty((T, G, size), dtype=plan.dtype)
-                _fill_cols(plan, xf, slice(None), q0, size, cols)
-            res = np.einsum("gok,kgq->goq", wd, cols)
-            res = res.reshape(plan.c_out, size)
-            dst = _out_block(y, chunk, slice(None))
-            src = _valid(plan, res, chunk)
-            if b is None:
-                dst[...] = src
-            else:
-                np.add(src, b, out=dst)
-        return y
+        return _direct_forward(plan, xf, w, b, y)
     # (g, o, tap*c): weight columns in the window copy's (tap, c) order
     wm = np.ascontiguousarray(
         w.reshape(G, og, cg, T).transpose(0, 1, 3, 2)).reshape(G, og, T * cg)
@@ -401,47 +475,6 @@ def forward(plan: Plan, x: np.ndarray, w: np.ndarray,
             else:
                 np.add(src, b[g * og:(g + 1) * og], out=dst)
     return y
-
-
-def _direct_backward_one_phase(plan: Plan, x: Optional[np.ndarray], w: np.ndarray,
-                               go: np.ndarray, want_input: bool, want_weight: bool):
-    """Backward of the depthwise-style path when all taps share one phase.
-
-    grad_output is laid out once on the flat grid, zero at thrown-away
-    positions and with a zero margin in front. The input gradient is then a
-    *gather*, dx[r] = sum_k w[k] * g[r - offset_k]: the same einsum as the
-    forward pass over a strided view of g with negative tap steps, written
-    straight into dx, instead of one scatter-add per tap.
-    """
-    G, og, T = plan.groups, plan.og, plan.taps
-    margin = max(plan.offsets)
-    total = plan.n * plan.per_image          # grid positions (one phase)
-    gfull = np.zeros((plan.c_out, margin + plan.length), dtype=plan.dtype)
-    whole = (0, plan.n, 0, plan.out_size[0])
-    _valid(plan, gfull[:, margin:], whole)[...] = _out_block(go, whole, slice(None))
-    wd = np.ascontiguousarray(w.reshape(G, og, T))
-    it = gfull.strides[1]
-    xf = to_phases(plan, x) if want_weight else None
-    dxf = np.zeros((plan.c_in, plan.length), dtype=plan.dtype) if want_input else None
-    gw = np.zeros((G, og, T), dtype=plan.dtype) if want_weight else None
-    # gather chunks over every grid position; contiguous and non-overlapping
-    step = max(1, CHUNK_BYTES // (T * plan.c_out * it))
-    for r0 in range(0, total, step):
-        size = min(step, total - r0)
-        if want_weight:
-            g3 = gfull[:, margin + r0: margin + r0 + size].reshape(G, og, size)
-            gw += np.einsum("goq,kgq->gok", g3, _chunk_windows(plan, xf, r0, size))
-        if want_input:
-            view = as_strided(gfull[:, margin + r0:],
-                              shape=plan.kernel + (G, og, size),
-                              strides=tuple(-t * it for t in plan.tap_steps)
-                              + (og * gfull.strides[0], gfull.strides[0], it),
-                              writeable=False).reshape((T, G, og, size))
-            np.einsum("gok,kgoq->gq", wd, view, out=dxf[:, r0: r0 + size])
-    del xf
-    gx = from_phases(plan, dxf) if want_input else None
-    gwo = None if gw is None else gw.reshape((plan.c_out, 1) + plan.kernel)
-    return gx, gwo
 
 
 def _layout_grad_output(plan: Plan, go: np.ndarray, margin: int) -> np.ndarray:
@@ -560,30 +593,6 @@ def backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.ndarray,
     """
     if plan.pointwise:
         return _pointwise_backward(plan, x, w, go, want_input, want_weight)
-    if plan.direct and plan.tap_steps is not None:
-        return _direct_backward_one_phase(plan, x, w, go, want_input, want_weight)
-    if not plan.direct:
-        return _gemm_backward(plan, x, w, go, want_input, want_weight)
-    G, og, cg, T = plan.groups, plan.og, plan.cg, plan.taps
-    xf = to_phases(plan, x) if want_weight else None
-    dxf = np.zeros((plan.c_in, plan.length), dtype=plan.dtype) if want_input else None
-    wd = np.ascontiguousarray(w.reshape(G, og, T))
-    gw = np.zeros((G, og, T), dtype=plan.dtype) if want_weight else None
-    for chunk in plan.chunks:
-        q0, size, _ = _chunk_geometry(plan, chunk)
-        gbuf = np.zeros((plan.c_out, size), dtype=plan.dtype)
-        _valid(plan, gbuf, chunk)[...] = _out_block(go, chunk, slice(None))
-        g3 = gbuf.reshape(G, og, size)
-        if want_weight:
-            cols = np.empty((T, G, size), dtype=plan.dtype)
-            _fill_cols(plan, xf, slice(None), q0, size, cols)
-            gw += np.einsum("goq,kgq->gok", g3, cols)
-        if want_input:
-            d = np.einsum("gok,goq->kgq", wd, g3)
-            for t, off in enumerate(plan.offsets):
-                dxf[:, off + q0: off + q0 + size] += d[t]
-    del xf
-    gx = from_phases(plan, dxf) if want_input else None
-    del dxf
-    gwo = None if gw is None else gw.reshape((plan.c_out, 1) + plan.kernel)
-    return gx, gwo
+    if plan.direct:
+        return _direct_backward(plan, x, w, go, want_input, want_weight)
+    return _gemm_backward(plan, x, w, go, want_input, want_weight)
