@@ -45,11 +45,25 @@ def gamma(n: int, u: float) -> float:
     return math.inf if n * u >= 1 else n * u / (1 - n * u)
 
 
+def norm2(a: np.ndarray) -> float:
+    """The 2-norm of ``a`` without underflow or overflow in its squares.
+
+    `np.linalg.norm` squares the elements first, so values below about
+    1e-154 give a norm of 0 (and the floor would vanish exactly where a
+    normwise-accurate algorithm is off by 1e-266); scaling by the largest
+    magnitude keeps every square in range.
+    """
+    values = np.abs(np.asarray(a, dtype=np.float64).ravel())
+    largest = float(values.max(initial=0.0))
+    if largest == 0.0 or not math.isfinite(largest):
+        return largest
+    return largest * float(np.sqrt(np.dot(values / largest, values / largest)))
+
+
 def normwise_floor(a: np.ndarray, b: np.ndarray, u: float) -> float:
     n = max(a.size, b.size)
     c = 5 * math.log2(2 + n)
-    return c * u * float(np.linalg.norm(a.astype(np.float64).ravel())) * float(
-        np.linalg.norm(b.astype(np.float64).ravel()))
+    return c * u * norm2(a) * norm2(b)
 
 
 @dataclass(frozen=True)

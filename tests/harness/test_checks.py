@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 
 from harness.calling import CheckFailure
 from harness.checks import REGISTRY, run_check
 from harness.loader import load_implementation
+from harness.problem import ConvCase, ConvProblem
 from strategies import conv_cases
 
 HERE = Path(__file__).parent
@@ -81,3 +84,19 @@ def test_correct_algorithms_that_round_differently_pass(name):
         run_check("forward", target, case)
 
     forward_holds()
+
+
+def test_the_normwise_floor_survives_values_whose_squares_underflow():
+    """FFT is off by about u*|x|*|w| even where the exact result is 0 (a window
+    of padding only); with |w| near 1e-250 the naive norm squares to 0 and the
+    floor vanished (a false alarm Hypothesis found)."""
+    target = impl("other_algorithms.py", "fft")
+    problem = ConvProblem(op="conv2d", batch=1, in_channels=1, out_channels=1, input_size=(1, 1),
+                          kernel_size=(1, 1), stride=(1, 1), padding=(0, 1), dilation=(1, 1),
+                          groups=1, bias=False, dtype="float64")
+    case = ConvCase(problem=problem, x=np.full((1, 1, 1, 1), 2.0),
+                    weight=np.full((1, 1, 1, 1), 1.1131828e-250), bias=None,
+                    grad_output=np.zeros(problem.output_shape))
+    y = target.function("conv2d")(case.x, case.weight, None, **problem.kwargs())
+    assert y[0, 0, 0, 2] != 0  # FFT's rounding where the exact result is 0
+    run_check("forward", target, case)
