@@ -1,11 +1,18 @@
-"""Strategies for a problem's values and memory layouts: whole `ConvCase` s."""
+"""Strategies for a problem's values and memory layouts: whole `ConvCase` s.
+
+Speed matters here: the suite draws a case for every example, and Hypothesis's
+cost grows with the number of choices it records. An array is therefore a
+handful of choices, not one per element: a fill value, then optionally dense
+noise of one kind from a drawn seed (see `draw_array`).
+"""
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 from hypothesis import event, strategies as st
 from hypothesis.control import currently_in_test_context
-from hypothesis.extra import numpy as hnp
 
 from harness import coverage
 from harness.capabilities import Capabilities
@@ -14,9 +21,16 @@ from strategies.problems import Bounds, conv_problems
 
 MAX_ABS_VALUE = 4.0
 
+#: What varies an array beyond its fill value, simplest first (shrinking heads
+#: for "none", a constant array).
+NOISE_KINDS: tuple[str, ...] = ("none", "ints", "thirds", "floats")
+_noise_kinds = st.sampled_from(NOISE_KINDS)
+_seeds = st.integers(0, 2**32 - 1)
 
+
+@functools.lru_cache(maxsize=None)
 def values(dtype: str | np.dtype) -> st.SearchStrategy[float]:
-    """Array elements: small integers, thirds, and floats of ``dtype``, within +-4.
+    """Scalars of ``dtype`` within +-4: small integers, thirds, then any floats.
 
     Small integers (tried first, so data shrinks to zeros and ones) make
     counterexamples easy to read, but every float type sums them exactly, so a
@@ -27,8 +41,6 @@ def values(dtype: str | np.dtype) -> st.SearchStrategy[float]:
     """
     dt = np.dtype(dtype)
     thirds = sorted({float(dt.type(k / 3)) for k in range(-12, 13)}, key=abs)
-    # No .map(): these strategies' values are reusable, which lets `arrays`
-    # draw a fill value and a sparse set of elements instead of every one.
     return st.one_of(
         st.integers(-3, 3),
         st.sampled_from(thirds),
@@ -36,8 +48,45 @@ def values(dtype: str | np.dtype) -> st.SearchStrategy[float]:
     )
 
 
+def noise(kind: str, dtype: str | np.dtype, shape: tuple[int, ...], seed: int) -> np.ndarray:
+    """Dense values of one `NOISE_KINDS` kind, from NumPy's generator seeded by ``seed``.
+
+    The same kinds as `values`: integers in [-3, 3], thirds k/3 with |k| <= 12,
+    or floats uniform in [-4, 4], all rounded to ``dtype``.
+    """
+    rng = np.random.default_rng(seed)
+    if kind == "ints":
+        drawn = rng.integers(-3, 4, size=shape)
+    elif kind == "thirds":
+        drawn = rng.integers(-12, 13, size=shape) / 3
+    elif kind == "floats":
+        drawn = rng.uniform(-MAX_ABS_VALUE, MAX_ABS_VALUE, size=shape)
+    else:
+        raise ValueError(f"unknown noise kind {kind!r}; expected one of {NOISE_KINDS[1:]}")
+    return drawn.astype(dtype)
+
+
+def draw_array(draw, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    """An array from a few choices: a fill value, a noise kind and, if any, its seed.
+
+    Why not `hypothesis.extra.numpy.arrays`: it draws a fill value plus about
+    sqrt(size) (at least 10) single elements, four or five choices each, so a
+    case cost some 200 choices and most of an example's time, and every
+    element beyond those few was the fill value. Here an array is constant
+    (the fill, which Hypothesis shrinks towards 0 and 1) or dense noise of
+    one kind (every element varies, which finds more bugs); the noise comes
+    from a seed that Hypothesis draws and shrinks, so every example replays
+    exactly. The saved case file holds the arrays themselves, never the seed.
+    """
+    kind = draw(_noise_kinds)
+    if kind == "none":
+        return np.full(shape, draw(values(dtype)), dtype=dtype)
+    return noise(kind, dtype, shape, draw(_seeds))
+
+
 def array_values(dtype: str, shape: tuple[int, ...]) -> st.SearchStrategy[np.ndarray]:
-    return hnp.arrays(np.dtype(dtype), shape, elements=values(dtype))
+    """Arrays of ``dtype`` and ``shape`` as the cases draw them (see `draw_array`)."""
+    return st.composite(lambda draw: draw_array(draw, dtype, shape))()
 
 
 def layouts(contiguous_only: bool = False) -> st.SearchStrategy[str]:
@@ -45,14 +94,13 @@ def layouts(contiguous_only: bool = False) -> st.SearchStrategy[str]:
     return st.just("C") if contiguous_only else st.sampled_from(LAYOUTS)
 
 
-@st.composite
-def cases_for(draw, problem: ConvProblem, contiguous_only: bool = False) -> ConvCase:
-    """Values and layouts for a given ``problem``."""
+def draw_case(draw, problem: ConvProblem, contiguous_only: bool = False) -> ConvCase:
+    """Values and layouts for ``problem``, reported to `event()` and the run's coverage."""
     shapes = problem.shapes()
-    arrays = {name: None if shapes[name] is None else draw(array_values(problem.dtype, shapes[name]))
+    arrays = {name: None if shapes[name] is None else draw_array(draw, problem.dtype, shapes[name])
               for name in ARRAY_NAMES}
-    chosen = {name: draw(layouts(contiguous_only)) for name in ARRAY_NAMES
-              if arrays[name] is not None}
+    layout = layouts(contiguous_only)
+    chosen = {name: draw(layout) for name in ARRAY_NAMES if arrays[name] is not None}
     case = ConvCase(problem=problem, layouts=chosen, **arrays)
     exercised = features(case)
     coverage.record(exercised)
@@ -60,6 +108,12 @@ def cases_for(draw, problem: ConvProblem, contiguous_only: bool = False) -> Conv
         for feature in exercised:
             event(feature)
     return case
+
+
+@st.composite
+def cases_for(draw, problem: ConvProblem, contiguous_only: bool = False) -> ConvCase:
+    """Values and layouts for a given ``problem``."""
+    return draw_case(draw, problem, contiguous_only)
 
 
 def conv_cases(
@@ -80,8 +134,20 @@ def conv_cases(
             y = my_conv2d(case.x, case.weight, case.bias, **case.problem.kwargs())
     """
     caps = capabilities if capabilities is not None else Capabilities()
-    return conv_problems(op, capabilities=caps, bounds=bounds).flatmap(
-        lambda p: cases_for(p, caps.contiguous_only))
+    return _conv_cases(op, caps, bounds)
+
+
+@functools.lru_cache(maxsize=256)
+def _conv_cases(op: str, caps: Capabilities, bounds: Bounds | None) -> st.SearchStrategy[ConvCase]:
+    """One strategy object per argument set: the suite asks for it every example,
+    and a new strategy would be validated and labelled anew each time."""
+    problems = conv_problems(op, capabilities=caps, bounds=bounds)
+
+    @st.composite
+    def cases(draw) -> ConvCase:
+        return draw_case(draw, draw(problems), caps.contiguous_only)
+
+    return cases()
 
 
 def features(case: ConvCase) -> list[str]:
