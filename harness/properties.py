@@ -594,20 +594,20 @@ def _ndim(op: str) -> int:
     return OPS[op].spatial_dims
 
 
-@st.composite
-def _delta(draw, case: ConvCase) -> ConvCase:
-    p = case.problem
-    s = _strategies()
-    offset = tuple(draw(st.integers(0, k - 1)) for k in p.kernel_size)
-    mix = draw(s.array_values(p.dtype, case.weight.shape[:2]))
-    weight = np.zeros_like(case.weight)
-    weight[(Ellipsis, *offset)] = mix
-    return dataclasses.replace(case, weight=weight)
-
-
 def delta_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
     """Cases whose weight is non-zero at one kernel offset only."""
-    return _strategies().conv_cases(op, capabilities=caps).flatmap(_delta)
+    s = _strategies()
+    cases = s.conv_cases(op, capabilities=caps)
+
+    @st.composite
+    def delta(draw) -> ConvCase:
+        case = draw(cases)
+        offset = tuple(draw(st.integers(0, k - 1)) for k in case.problem.kernel_size)
+        weight = np.zeros_like(case.weight)
+        weight[(Ellipsis, *offset)] = s.draw_array(draw, case.problem.dtype, case.weight.shape[:2])
+        return dataclasses.replace(case, weight=weight)
+
+    return delta()
 
 
 SMALL_BOUNDS = {1: dict(kernel=3, stride=3, padding=2, dilation=2, outputs=4, batch=2,

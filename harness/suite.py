@@ -9,6 +9,7 @@ and the report prints that script and how to replay the case.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.control import current_build_context
 
 from harness.calling import CheckFailure
+from harness.capabilities import Capabilities
 from harness.checks import REGISTRY, run_check
 from harness.failures import case_path, case_record, save_case, script_path
 from harness.plugin import Target
@@ -80,6 +82,14 @@ def failure_report(target: Target, case: ConvCase, failure: CheckFailure, ran: s
     return f"{text}\n{saved_text(path, script)}"
 
 
+@functools.lru_cache(maxsize=256)
+def case_strategy(check: str, op: str, caps: Capabilities) -> st.SearchStrategy[ConvCase]:
+    """The cases ``check`` draws for ``op``: one strategy object per test, not per
+    example (a new one would be validated and labelled again each time)."""
+    custom = REGISTRY[check].cases
+    return custom(op, caps) if custom else conv_cases(op, capabilities=caps)
+
+
 def run(target: Target, check: str, data: st.DataObject) -> None:
     """Draw a case for ``target`` and run ``check`` on it.
 
@@ -87,10 +97,7 @@ def run(target: Target, check: str, data: st.DataObject) -> None:
     Hypothesis replays it once more after shrinking, with ``is_final`` set.
     """
     __tracebackhide__ = True  # the report says it all; this frame is noise
-    custom = REGISTRY[check].cases
-    caps = target.impl.capabilities
-    strategy = custom(target.op, caps) if custom else conv_cases(target.op, capabilities=caps)
-    case = data.draw(strategy, label="case")
+    case = data.draw(case_strategy(check, target.op, target.impl.capabilities), label="case")
     try:
         run_check(check, target.impl, case, target.timeout)
     except CheckFailure as failure:

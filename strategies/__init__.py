@@ -9,10 +9,11 @@ values and memory layouts (a `ConvCase`). Both take the implementation's
 
 from harness.capabilities import Capabilities
 from harness.problem import ConvCase, ConvProblem
-from strategies.cases import array_values, cases_for, conv_cases, features, layouts, values
+from strategies.cases import (array_values, cases_for, conv_cases, draw_array, features,
+                              layouts, values)
 from strategies.problems import DEFAULT_BOUNDS, Bounds, conv_problems
 
 __all__ = [
     "Bounds", "Capabilities", "ConvCase", "ConvProblem", "DEFAULT_BOUNDS", "array_values",
-    "cases_for", "conv_cases", "conv_problems", "features", "layouts", "values",
+    "cases_for", "conv_cases", "conv_problems", "draw_array", "features", "layouts", "values",
 ]

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from harness.capabilities import Capabilities
 from harness.problem import OPS, ConvCase, ConvProblem
-from strategies.cases import array_values, layouts
+from strategies.cases import draw_array, layouts
 from strategies.problems import conv_problems
 
 KINDS = {False: ("kernel", "groups", "stride"),
@@ -90,9 +90,9 @@ def invalid_problems(op: str = "conv2d", *, capabilities: Capabilities | None = 
 @st.composite
 def cases_for_invalid(draw, p: ConvProblem, contiguous_only: bool = False) -> ConvCase:
     arrays = {
-        "x": draw(array_values(p.dtype, p.x_shape)),
-        "weight": draw(array_values(p.dtype, p.weight_shape)),
-        "bias": draw(array_values(p.dtype, (p.out_channels,))) if p.bias else None,
+        "x": draw_array(draw, p.dtype, p.x_shape),
+        "weight": draw_array(draw, p.dtype, p.weight_shape),
+        "bias": draw_array(draw, p.dtype, (p.out_channels,)) if p.bias else None,
         "grad_output": np.zeros((0,), dtype=p.dtype),
     }
     chosen = {name: draw(layouts(contiguous_only)) for name in ("x", "weight", "bias")
