@@ -13,6 +13,9 @@ it is loaded early enough to declare ``--isolate``):
   (``pytest_handlecrashitem``), replaces xdist's bare "worker crashed"
   report with what happened and on which problem, and saves it as an
   ordinary case file; xdist starts a new worker and the run goes on.
+  Without xdist the crash ends the run; the next run finds the record of
+  the dead process, saves it as an ordinary case file and says so in its
+  header (`recover_crashes`). Either case file replays with ``--isolate``.
 
 * **It hangs inside C code**, where the time limit's signal cannot interrupt
   it, or crashes and the problem should be shrunk like any other failure.
@@ -410,10 +413,19 @@ def _the_isolation(specs: list[str]) -> Isolation:
 
 def isolated(impl: Any) -> Any:
     """Make every function of a loaded `Implementation` run in the child process."""
+    spec = impl.loads_from or impl.spec
     impl.functions = {name: fn if isinstance(fn, IsolatedFunction)
-                      else IsolatedFunction(impl.spec, name, fn)
+                      else IsolatedFunction(spec, name, fn)
                       for name, fn in impl.functions.items()}
     return impl
+
+
+def isolate_implementations(config: pytest.Config, impls: list[Any]) -> None:
+    """Run these implementations' calls in the child process from now on."""
+    for impl in impls:
+        isolated(impl)
+    if not _is_xdist_controller(config):  # the zygote starts at the first call
+        _the_isolation([impl.loads_from or impl.spec for impl in impls])
 
 
 def _shutdown() -> None:
@@ -441,7 +453,8 @@ class CrashRecorder:
 
         spec, impl_name, check = self.current
         record = case_record(spec, case, "crashed", _crash_message(
-            function, f"the test process ({self.process})", case.problem.describe(), ""))
+            function, f"the test process ({self.process})", case.problem.describe(), ""),
+            run_check=check)
         record.update(function=function, during_check=check, run=self.run_id)
         path = self.failures_dir / (f"{_safe(impl_name)}-{case.problem.op}-crashed-in-"
                                     f"{_safe(self.process)}.json")
@@ -476,12 +489,11 @@ def pytest_configure(config: pytest.Config) -> None:
     global _recorder
     from harness.plugin import loaded_implementations
 
+    if not hasattr(config, "workerinput"):
+        config.stash[_RECOVERED] = recover_crashes(_failures_dir(config))
+
     if config.getoption("--isolate"):
-        impls = loaded_implementations(config)
-        for impl in impls:
-            isolated(impl)
-        if not _is_xdist_controller(config):  # the zygote starts at the first call
-            _the_isolation([impl.spec for impl in impls])
+        isolate_implementations(config, loaded_implementations(config))
         return
     if _is_xdist_controller(config):
         global _controller_config
@@ -572,8 +584,69 @@ def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: Any
         record.pop(key, None)
     saved = save_case(failures, record, impl_name)
     Path(inflight).unlink(missing_ok=True)
-    report.longrepr = (f"{message}\ncase saved to {saved}"
+    report.longrepr = (f"{message}\ncase saved to {saved}\n{_replay_hint(saved)}"
                        + (f"\n{fatal_text}" if fatal_text else ""))
+
+
+def _replay_hint(saved: Path) -> str:
+    return f"replay:    pytest --replay {saved} --isolate"
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, someone else's
+        return True
+    return True
+
+
+def recover_crashes(failures: Path) -> list[str]:
+    """Save the crash records that test processes left when they died, as case files.
+
+    Without pytest-xdist or ``--isolate`` a crash ends the run, so nobody
+    turns its in-flight record into a case file; the next run does, for
+    records of processes that no longer exist (``pid<N>``; a worker's
+    record is its controller's to handle). Returns one line per case saved.
+    """
+    from harness.failures import save_case
+    from harness.problem import ConvProblem
+
+    lines = []
+    for name in sorted(glob.glob(str(failures / "*-crashed-in-pid*.json"))):
+        inflight = Path(name)
+        process = inflight.stem.rsplit("-crashed-in-", 1)[1]
+        if not process[3:].isdigit() or _process_alive(int(process[3:])):
+            continue
+        try:
+            record = json.loads(inflight.read_text(encoding="utf-8"))
+            impl_name = inflight.name[: -len(f"-{record['op']}-crashed-in-{process}.json")]
+            problem = ConvProblem.from_params(record["op"], record["params"]).describe()
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # not a record this harness wrote: leave it alone
+        function = record.get("function", record["op"])
+        record["message"] = _crash_message(
+            function, f"an earlier test run (process {process[3:]}, without pytest-xdist or "
+            "--isolate, so the run ended there)", problem, "")
+        record.pop("run", None)
+        saved = save_case(failures, record, impl_name)
+        inflight.unlink(missing_ok=True)
+        lines.append(f"{function} of {record.get('impl', impl_name)} crashed an earlier run "
+                     f"(process {process[3:]}); its case is saved to {saved}\n"
+                     f"  {_replay_hint(saved)}")
+    return lines
+
+
+_RECOVERED = pytest.StashKey[list]()
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    recovered = config.stash.get(_RECOVERED, [])
+    if recovered:
+        terminalreporter.section("conv-harness: crashes of earlier runs")
+        for line in recovered:
+            terminalreporter.write_line(line)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

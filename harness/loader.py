@@ -43,6 +43,9 @@ class Implementation:
     target: Any
     functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
     capabilities: Capabilities = field(default_factory=Capabilities)
+    #: the spec that loads it from this folder, when ``spec`` (as a case file
+    #: recorded it elsewhere) does not: what ``--isolate``'s child process loads
+    loads_from: str | None = None
 
     def has(self, function: str) -> bool:
         return function in self.functions

@@ -111,7 +111,7 @@ def recorded_implementation(record: dict[str, Any], path: Path) -> Implementatio
         except SpecError as exc:
             raise CaseFileError(f"{path}: names an implementation that cannot be loaded: "
                                 f"{exc} (give another with --impl SPEC)") from None
-        impl.spec = spec
+        impl.loads_from, impl.spec = impl.spec, spec
     _LOADED[spec] = impl
     return impl
 
@@ -148,6 +148,9 @@ def pytest_configure(config: pytest.Config) -> None:
         except CaseFileError as exc:
             raise pytest.UsageError(f"--replay: {exc}") from None
     config.stash[REPLAY_CASES] = cases
+    if config.getoption("--isolate", default=False):  # the recorded ones too, not just --impl's
+        from harness.isolate import isolate_implementations
+        isolate_implementations(config, [impl for case in cases.values() for impl in case.impls])
     # Collect these files, and only these: the test paths become the case files.
     config.args = [str(p) for p in files]
 

@@ -9,7 +9,8 @@ started at once (most of their time is start-up, waiting and shrinking):
   repeatable, a Python hang, noise;
 * pytest-xdist without --isolate: a segfault and os._exit kill the worker;
 * --isolate: a hang in C, a segfault, os._exit, changed inputs and a list
-  result across the process boundary, a slow noisy import.
+  result across the process boundary, a slow noisy import;
+* neither: a segfault ends the run, and the next run saves its case.
 """
 
 from __future__ import annotations
@@ -39,30 +40,35 @@ RUNS = {
     "xdist": (["-n", "2", "-k", FORWARD], ["segfault", "exits"]),
     "isolate": (["--isolate", "-k", FORWARD, "--conv-timeout", "1"],
                 ["hangs_in_c", "segfault", "exits", "in_place", "returns_list", "noisy"]),
+    "plain": (["-k", FORWARD], ["segfault"]),
 }
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _pytest(*args: str, timeout: float = 400):
+    """pytest as a user runs it from the repository, with the broken modules importable."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "_profile",
+               "-q", "-rA", *args]
+    env = {**os.environ, "HYPOTHESIS_PROFILE": "broken-quick",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(BROKEN),
+                                                      os.environ.get("PYTHONPATH")]))}
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    import subprocess
-    import sys
-
-    root = Path(__file__).resolve().parents[2]
-
     # Made here, not in the threads: tmp_path_factory is not thread-safe.
     folders = {name: tmp_path_factory.mktemp(name) for name in RUNS}
 
     def run(name: str):
         options, broken = RUNS[name]
         failures = folders[name]
-        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "_profile",
-                   "-q", "-rA", "--conv-failures", str(failures), *options,
-                   *_impls(*broken), "--impl", "conv_impl.einsum"]
-        env = {**os.environ, "HYPOTHESIS_PROFILE": "broken-quick",
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(BROKEN),
-                                                          os.environ.get("PYTHONPATH")]))}
-        done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True,
-                              timeout=400)
+        done = _pytest("--conv-failures", str(failures), *options, *_impls(*broken),
+                       "--impl", "conv_impl.einsum")
         return done, failures
 
     with ThreadPoolExecutor(len(RUNS)) as pool:
@@ -219,3 +225,39 @@ def test_isolated_crash_is_shrunk_and_others_pass(results):
     assert _outcome(done.stdout, "test_forward[conv_impl.einsum-conv2d]") == "PASSED"
     assert _outcome(done.stdout, "test_forward[noisy-conv2d]") == "PASSED"  # 2 s import: no time-out
     assert "NOISY-CALL" not in done.stdout + done.stderr
+
+
+def test_crash_without_xdist_ends_the_run_and_the_next_run_saves_its_case(results):
+    done, failures = results["plain"]
+    assert done.returncode < 0 and "Segmentation fault" in done.stderr, done.stderr[-2000:]
+    (inflight,) = failures.glob("segfault-conv2d-crashed-in-pid*.json")
+    record = json.loads(inflight.read_text())
+    assert record["check"] == "crashed" and record["run_check"] == "forward"
+
+    later = _pytest("--conv-failures", str(failures), "-k", FORWARD, "--impl", "conv_impl.einsum")
+    assert later.returncode == 0, later.stdout[-3000:]
+    (saved,) = failures.glob("segfault-conv2d-crashed-*.json")
+    assert saved != inflight and not inflight.exists()
+    assert re.search(r"^=+ conv-harness: crashes of earlier runs =+\n"
+                     r"conv2d of .*broken/segfault\.py crashed an earlier run \(process \d+\); "
+                     rf"its case is saved to {re.escape(str(saved))}\n"
+                     rf"  replay: +pytest --replay {re.escape(str(saved))} --isolate$",
+                     later.stdout, re.M), later.stdout[-3000:]
+    assert "without pytest-xdist or --isolate" in json.loads(saved.read_text())["message"]
+    _replays_as_an_isolated_crash(saved)
+
+
+def test_a_crash_case_saved_under_xdist_replays_with_isolate(results):
+    _, failures = results["xdist"]
+    (saved,) = failures.glob("segfault-conv2d-crashed-*.json")
+    _replays_as_an_isolated_crash(saved)
+
+
+def _replays_as_an_isolated_crash(case_file: Path) -> None:
+    """``--replay`` with ``--isolate`` runs the recorded implementation in the child:
+    the crash is reported, not suffered."""
+    replay = _pytest("--replay", str(case_file), "--isolate")
+    assert replay.returncode == 1, replay.stdout[-3000:] + replay.stderr[-3000:]
+    assert re.search(r"check 'crashed' failed while running check 'forward': conv2d crashed "
+                     r"the isolated process: killed by signal 11 \(SIGSEGV\)", replay.stdout), \
+        replay.stdout[-3000:]
