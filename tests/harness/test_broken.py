@@ -10,6 +10,8 @@ started at once (most of their time is start-up, waiting and shrinking):
 * pytest-xdist without --isolate: a segfault and os._exit kill the worker;
 * --isolate: a hang in C, a segfault, os._exit, changed inputs and a list
   result across the process boundary, a slow noisy import;
+* --isolate under pytest-xdist: a hang in C and a segfault, each worker with
+  its own child process;
 * neither: a segfault ends the run, and the next run saves its case.
 """
 
@@ -40,6 +42,8 @@ RUNS = {
     "xdist": (["-n", "2", "-k", FORWARD], ["segfault", "exits"]),
     "isolate": (["--isolate", "-k", FORWARD, "--conv-timeout", "1"],
                 ["hangs_in_c", "segfault", "exits", "in_place", "returns_list", "noisy"]),
+    "isolate_xdist": (["--isolate", "-n", "2", "-k", FORWARD, "--conv-timeout", "1"],
+                      ["hangs_in_c", "segfault"]),
     "plain": (["-k", FORWARD], ["segfault"]),
 }
 ROOT = Path(__file__).resolve().parents[2]
@@ -213,6 +217,16 @@ ISOLATED = [
 def test_reported_isolated(results, impl, check, line):
     done, failures = results["isolate"]
     _assert_reported(done.stdout, failures, impl, check, line)
+
+
+@pytest.mark.parametrize("impl, check, line", [c for c in ISOLATED if c[0] in
+                                               ("hangs_in_c", "segfault")],
+                         ids=["hangs_in_c", "segfault"])
+def test_reported_isolated_under_xdist(results, impl, check, line):
+    done, failures = results["isolate_xdist"]
+    _assert_reported(done.stdout, failures, impl, check, line)
+    assert "node down" not in done.stdout and "crashed while running" not in done.stdout
+    assert _outcome(done.stdout, "test_forward[conv_impl.einsum-conv2d]") == "PASSED"
 
 
 def test_isolated_crash_is_shrunk_and_others_pass(results):
