@@ -108,13 +108,18 @@ class Plan:
 
     @property
     def exact(self) -> bool:
-        """Stride 1 and not few input channels: the exact-window path
-        (``_exact_*``). With few input channels per group (2*C_in/G < C_out/G,
-        e.g. a first layer on RGB) its input gradient would be a GEMM with a
-        handful of rows, 2-2.5x slower than the flat layout's col2im scatter
-        (measured on 3->16 channels)."""
-        return (all(s == 1 for s in self.stride) and not self.direct
-                and not self.pointwise and 2 * self.cg >= self.og)
+        """Not few input channels: the exact-window path (``_exact_*``).
+        With few input channels per group (2*C_in/G < C_out/G, e.g. a first
+        layer on RGB) its input gradient would be a GEMM with a handful of
+        rows, 2-2.5x slower than the flat layout's col2im scatter (measured
+        on 3->16 channels), and its forward pass gained nothing."""
+        return not self.direct and not self.pointwise and 2 * self.cg >= self.og
+
+    @property
+    def need(self) -> Ints:
+        """Padded input extent that some window reads, per spatial axis."""
+        return tuple(s * (o - 1) + d * (k - 1) + 1 for s, o, d, k in
+                     zip(self.stride, self.out_size, self.dilation, self.kernel))
 
 
 @functools.lru_cache(maxsize=256)
@@ -451,20 +456,22 @@ def _direct_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray,
 
 
 # ----------------------------------------------------------------------------
-# the exact-window path: stride 1, not few input channels per group
+# the exact-window path: not few input channels per group
 # ----------------------------------------------------------------------------
 #
-# With stride 1 there are no phases, and the flat layout's only cost is its
-# thrown-away positions (the padding columns of every row: 13-27% of the
-# GEMM work on 3x3-5x5 kernels over 16-32 wide images) plus a copy of the
-# result into the output's layout. Here the window copy of a chunk of whole
+# The flat layout computes, and throws away, the padding columns of every
+# row (13-27% of the GEMM work on 3x3-5x5 kernels over 16-32 wide images),
+# copies the result into the output's layout, and with a stride first
+# splits the input into phases. Here the window copy of a chunk of whole
 # images takes only the real positions, as one copy of an as_strided view
 # of the zero-padded input (one NumPy call per chunk and group), and the
 # contraction is one ``einsum`` per image whose result is written straight
 # into the output array (out=, C_out x positions per image). The bias rides
-# along as one more row of ones in the window copy. The input gradient of
-# a stride-1 correlation is the stride-1 correlation of the padded
-# grad-output with the flipped, transposed kernel, so it is the same code.
+# along as one more row of ones in the window copy. The weight gradient
+# uses the same window copy. The input gradient of a stride-1 correlation
+# is the stride-1 correlation of the padded grad-output with the flipped,
+# transposed kernel, so it is the same code; with a stride, each phase of
+# the input is such a correlation with the phase's taps only.
 
 def _placed(a: np.ndarray, lo: Ints, size: Ints, dtype: np.dtype) -> np.ndarray:
     """(N, C, *size) zeros with ``a`` (N, C, *S) placed at offset ``lo`` per
@@ -486,21 +493,28 @@ def _exact_images(rows: int, positions: int, itemsize: int, n: int) -> int:
     return max(1, min(n, CHUNK_BYTES // (rows * positions * itemsize)))
 
 
-def _exact_windows(src: np.ndarray, n0: int, n1: int, channels: slice,
-                   kernel: Ints, dilation: Ints, out_size: Ints) -> np.ndarray:
-    """(images, *kernel, channels, *out_size) read-only view of the stride-1
-    windows of ``src`` (N, C, *padded): element [n, t, c, i] = src[n, c, i + t*d]."""
+def _exact_windows(src: np.ndarray, n0: int, n1: int, channels: slice, kernel: Ints,
+                   stride: Ints, dilation: Ints, out_size: Ints) -> np.ndarray:
+    """(images, *kernel, channels, *out_size) read-only view of the windows
+    of ``src`` (N, C, *padded): element [n, t, c, i] = src[n, c, i*s + t*d]."""
     base = src[n0:n1, channels]
     st = base.strides
     return as_strided(base, shape=(n1 - n0,) + tuple(kernel) + (base.shape[1],) + tuple(out_size),
-                      strides=(st[0],) + tuple(s * d for s, d in zip(st[2:], dilation))
-                      + (st[1],) + st[2:], writeable=False)
+                      strides=(st[0],) + tuple(a * d for a, d in zip(st[2:], dilation))
+                      + (st[1],) + tuple(a * s for a, s in zip(st[2:], stride)),
+                      writeable=False)
 
 
 def _exact_correlate(src: np.ndarray, wm: np.ndarray, out: np.ndarray, kernel: Ints,
-                     dilation: Ints, bias: Optional[np.ndarray]) -> np.ndarray:
-    """out[n, g*og + o, i] = sum_{t, c} wm[g, o, t*cg + c] src[n, g*cg + c, i + t*d]
-    (+ bias), for ``src`` (N, G*cg, *padded) and ``out`` (N, G*og, *out_size)."""
+                     stride: Ints, dilation: Ints, bias: Optional[np.ndarray]) -> np.ndarray:
+    """out[n, g*og + o, i] = sum_{t, c} wm[g, o, t*cg + c] src[n, g*cg + c, i*s + t*d]
+    (+ bias), for ``src`` (N, G*cg, *padded) and ``out`` (N, G*og, *out_size).
+
+    The window copy of a chunk is laid out (rows, images, positions). A
+    C-contiguous ``out`` is written by the GEMMs themselves, one per image
+    (a batched einsum over images was slower); any other (a strided phase of
+    the input gradient) gets one GEMM per chunk, copied in while in cache.
+    """
     n, G, og = out.shape[0], wm.shape[0], wm.shape[1]
     cg = src.shape[1] // G
     out_size = out.shape[2:]
@@ -509,20 +523,30 @@ def _exact_correlate(src: np.ndarray, wm: np.ndarray, out: np.ndarray, kernel: I
     if bias is not None:  # bias as the weight of a row of ones
         wm = np.concatenate([wm, bias.reshape(G, og, 1).astype(wm.dtype)], axis=2)
     m = _exact_images(rows, q, out.itemsize, n)
-    cols = np.empty((m, rows, q), dtype=out.dtype)
-    if bias is not None:
-        cols[:, -1] = 1
-    out3 = out.reshape(n, G * og, q)  # a view: ``out`` is a fresh C-contiguous array
-    path = _path("kq,ok->oq", (rows, q), (og, rows))
+    buf = np.empty(rows * m * q, dtype=out.dtype)
+    direct = out.flags.c_contiguous
+    out3 = out.reshape(n, G * og, q) if direct else None
     for n0 in range(0, n, m):
         n1 = min(n, n0 + m)
+        cols = buf[:rows * (n1 - n0) * q].reshape(rows, n1 - n0, q)
+        if bias is not None:
+            cols[-1] = 1
         for g in range(G):
             win = _exact_windows(src, n0, n1, slice(g * cg, (g + 1) * cg), kernel,
-                                 dilation, out_size)
-            cols[:n1 - n0, :T * cg].reshape(win.shape)[...] = win
-            for i in range(n1 - n0):  # (a batched einsum over images was slower)
-                np.einsum("kq,ok->oq", cols[i], wm[g], optimize=path,
-                          out=out3[n0 + i, g * og:(g + 1) * og])
+                                 stride, dilation, out_size)
+            cols[:T * cg].reshape(tuple(kernel) + (cg, n1 - n0) + tuple(out_size))[...] = \
+                np.moveaxis(win, 0, -1 - len(out_size))
+            if direct:
+                path = _path("kq,ok->oq", (rows, q), (og, rows))
+                for i in range(n1 - n0):
+                    np.einsum("kq,ok->oq", cols[:, i], wm[g], optimize=path,
+                              out=out3[n0 + i, g * og:(g + 1) * og])
+            else:
+                a = cols.reshape(rows, (n1 - n0) * q)
+                res = np.einsum("kq,ok->oq", a, wm[g],
+                                optimize=_path("kq,ok->oq", a.shape, wm[g].shape))
+                out[n0:n1, g * og:(g + 1) * og] = np.moveaxis(
+                    res.reshape((og, n1 - n0) + tuple(out_size)), 0, 1)
     return out
 
 
@@ -530,12 +554,11 @@ def _exact_forward(plan: Plan, x: np.ndarray, w: np.ndarray,
                    bias: Optional[np.ndarray]) -> np.ndarray:
     """Forward pass of the exact-window path."""
     G, og, cg, T = plan.groups, plan.og, plan.cg, plan.taps
-    need = tuple(o + d * (k - 1) for o, d, k in zip(plan.out_size, plan.dilation, plan.kernel))
-    src = _placed(x, plan.padding, need, plan.dtype)
+    src = _placed(x, plan.padding, plan.need, plan.dtype)
     wm = np.ascontiguousarray(
         w.reshape(G, og, cg, T).transpose(0, 1, 3, 2)).reshape(G, og, T * cg)
     y = np.empty((plan.n, plan.c_out) + plan.out_size, dtype=plan.dtype)
-    return _exact_correlate(src, wm, y, plan.kernel, plan.dilation, bias)
+    return _exact_correlate(src, wm, y, plan.kernel, plan.stride, plan.dilation, bias)
 
 
 def _exact_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.ndarray,
@@ -544,9 +567,7 @@ def _exact_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.n
 
     Weight: per chunk and group the same window copy as the forward pass,
     contracted per image with that image's grad-output (already laid out
-    (C_out, positions): no layout copy). Input: dx[u] = sum_t w[:, :, t]^T
-    go[u + p - t*d], i.e. the stride-1 correlation of grad-output placed at
-    offset d*(k-1) - p with the kernel flipped and transposed.
+    (C_out, positions): no layout copy). Input: ``_exact_input_grad``.
     """
     G, og, cg, T = plan.groups, plan.og, plan.cg, plan.taps
     K, D = plan.kernel, plan.dilation
@@ -554,8 +575,7 @@ def _exact_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.n
     q = math.prod(plan.out_size)
     gx = gw = None
     if want_weight:
-        need = tuple(o + d * (k - 1) for o, d, k in zip(plan.out_size, D, K))
-        src = _placed(x, plan.padding, need, plan.dtype)
+        src = _placed(x, plan.padding, plan.need, plan.dtype)
         m = _exact_images(T * cg, q, plan.dtype.itemsize, plan.n)
         cols = np.empty((m, T * cg, q), dtype=plan.dtype)
         wgrad = np.zeros((G, og, T * cg), dtype=plan.dtype)
@@ -564,8 +584,8 @@ def _exact_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.n
         for n0 in range(0, plan.n, m):
             n1 = min(plan.n, n0 + m)
             for g in range(G):
-                win = _exact_windows(src, n0, n1, slice(g * cg, (g + 1) * cg), K, D,
-                                     plan.out_size)
+                win = _exact_windows(src, n0, n1, slice(g * cg, (g + 1) * cg), K,
+                                     plan.stride, D, plan.out_size)
                 a = cols[:n1 - n0]
                 a.reshape(win.shape)[...] = win
                 for i in range(n1 - n0):
@@ -576,15 +596,71 @@ def _exact_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.n
             wgrad.reshape(G, og, T, cg).transpose(0, 1, 3, 2)).reshape(
                 (plan.c_out, cg) + plan.kernel)
     if want_input:
-        need = tuple(i + d * (k - 1) for i, d, k in zip(plan.in_size, D, K))
-        lo = tuple(d * (k - 1) - p for d, k, p in zip(D, K, plan.padding))
-        src = _placed(go, lo, need, plan.dtype)
-        # (g, c, flipped tap * o): reversing the flat tap index flips every axis
-        wt = np.ascontiguousarray(
-            w.reshape(G, og, cg, T)[..., ::-1].transpose(0, 2, 3, 1)).reshape(G, cg, T * og)
-        gx = np.empty((plan.n, plan.c_in) + plan.in_size, dtype=plan.dtype)
-        _exact_correlate(src, wt, gx, K, D, None)
+        gx = _exact_input_grad(plan, w, go)
     return gx, gw
+
+
+def _phase_taps(u: int, size: int, k: int, s: int, d: int, p: int):
+    """One axis of the input gradient's phase ``u`` (input positions
+    v*s + u): dx[v*s + u] = sum_j w[taps[j]]^T go[v + j*step - lo].
+
+    Returns (positions, taps in that order, step, lo): the phase's taps are
+    those with t*d = u + p (mod s); they read grad-output at v + c_t with
+    c_t = (u + p - t*d) / s, which in decreasing t is an arithmetic
+    progression, so the phase is a stride-1 correlation with dilation
+    ``step`` of grad-output placed at offset ``lo``.
+    """
+    positions = -(-(size - u) // s)
+    taps = [t for t in range(k - 1, -1, -1) if (t * d - u - p) % s == 0]
+    if not taps or positions <= 0:
+        return positions, [], 1, 0
+    return positions, taps, d // math.gcd(s, d), (taps[0] * d - u - p) // s
+
+
+def _exact_input_grad(plan: Plan, w: np.ndarray, go: np.ndarray) -> np.ndarray:
+    """dx of the exact-window path, one stride phase at a time.
+
+    With stride 1 there is one phase and dx[u] = sum_t w[:, :, t]^T
+    go[u + p - t*d]: the stride-1 correlation of grad-output placed at
+    offset d*(k-1) - p with the kernel flipped and transposed. With a
+    stride, the input positions u = v*s + r of phase r receive only from
+    the taps with t*d = r + p (mod s), again as a stride-1 correlation
+    (``_phase_taps``), whose result is copied into dx[..., r::s] image by
+    image. No inserted zeros are ever multiplied.
+    """
+    G, og, cg = plan.groups, plan.og, plan.cg
+    w5 = w.reshape((G, og, cg) + plan.kernel)
+    gx = np.empty((plan.n, plan.c_in) + plan.in_size, dtype=plan.dtype)
+    strided = any(s > 1 for s in plan.stride)
+    phases = []  # (phase, per-axis _phase_taps) of the phases with positions
+    for phase in itertools.product(*(range(s) for s in plan.stride)):
+        axes = [_phase_taps(u, n, k, s, d, p) for u, n, k, s, d, p in zip(
+            phase, plan.in_size, plan.kernel, plan.stride, plan.dilation, plan.padding)]
+        if all(a[0] > 0 for a in axes):
+            phases.append((phase, axes))
+    # grad-output placed once, far enough in for every phase's offset
+    live = [axes for _, axes in phases if all(a[1] for a in axes)]
+    if live:
+        lo = [max(ax[i][3] for ax in live) for i in range(len(plan.kernel))]
+        end = [max(ax[i][0] + ax[i][2] * (len(ax[i][1]) - 1) - ax[i][3] for ax in live)
+               for i in range(len(plan.kernel))]
+        placed = _placed(go, lo, tuple(l + e for l, e in zip(lo, end)), plan.dtype)
+    for phase, axes in phases:
+        out = gx[(slice(None), slice(None)) + tuple(
+            slice(u, None, s) for u, s in zip(phase, plan.stride))] if strided else gx
+        if any(not a[1] for a in axes):
+            out[...] = 0  # no tap reads these input positions
+            continue
+        kernel = tuple(len(a[1]) for a in axes)
+        step = tuple(a[2] for a in axes)
+        src = placed[(slice(None), slice(None)) + tuple(
+            slice(l - a[3], None) for l, a in zip(lo, axes))]
+        sub = w5[np.ix_(range(G), range(og), range(cg), *(a[1] for a in axes))]
+        kp = math.prod(kernel)  # (g, c, tap * o) in the window copy's order
+        wt = np.ascontiguousarray(
+            sub.reshape(G, og, cg, kp).transpose(0, 2, 3, 1)).reshape(G, cg, kp * og)
+        _exact_correlate(src, wt, out, kernel, (1,) * len(kernel), step, None)
+    return gx
 
 
 
