@@ -13,7 +13,10 @@ benchmarks/throughput-results.txt):
    examples through the real code path, ``harness.suite.run`` inside a
    Hypothesis ``@given`` with the project's ``dev`` profile (conftest.py),
    ``database=None`` and ``derandomize=True`` so every run draws the same
-   cases. One process is one worker.
+   cases. One process is one worker. Beside them, the same settings on a
+   test that only draws as many integers as a case takes choices: what
+   Hypothesis's engine alone costs per example, the floor for any strategy
+   that makes that many choices.
 2. **Where an example's time goes**: the functions the real path calls are
    wrapped with timers (exclusive time: a timer's own time minus the timers
    it calls), so the table splits each example into case generation
@@ -150,6 +153,33 @@ def instrument(timers: Timers, impl: Any) -> contextlib.ExitStack:
 # --------------------------------------------------------------------------
 
 
+def _choices_made(data: Any) -> int:
+    """How many choices Hypothesis has recorded for this example so far (private API:
+    0 if this Hypothesis version keeps them elsewhere)."""
+    return len(getattr(getattr(data, "conjecture_data", None), "choices", ()))
+
+
+def engine_floor(choices: int, examples: int, base: Any) -> tuple[float, float]:
+    """(wall s, CPU s) of Hypothesis running a test that only draws ``choices``
+    integers, with the suite's settings: what any test with that many choices costs."""
+    from hypothesis import given, settings, strategies as st
+
+    integers = st.integers(0, 10)
+
+    @st.composite
+    def draws(draw: Any) -> list[int]:
+        return [draw(integers) for _ in range(choices)]
+
+    @settings(base, max_examples=examples, database=None, derandomize=True)
+    @given(draws())
+    def test(values: list[int]) -> None:
+        pass
+
+    w0, c0 = time.perf_counter(), time.process_time()
+    test()
+    return time.perf_counter() - w0, time.process_time() - c0
+
+
 def throughput(spec: str, examples: int, op: str, out: Callable[[str], None]) -> None:
     import conftest  # noqa: F401  (registers and loads the project's profiles)
     from hypothesis import given, settings, strategies as st
@@ -188,12 +218,13 @@ def throughput(spec: str, examples: int, op: str, out: Callable[[str], None]) ->
     timers = Timers()
     per_check: dict[str, dict[str, float]] = {}
     all_labels: list[str] = []
-    totals = dict(n=0, wall=0.0, cpu=0.0, body=0.0)
+    totals = dict(n=0, wall=0.0, cpu=0.0, body=0.0, choices=0)
     for name, check in REGISTRY.items():
         if name == "invalid" or not check.applies_to(impl, op):
             continue
         count = [0]
         body = [0.0]
+        choices = [0]
 
         def make_test(check_name: str) -> Callable[[], None]:
             @settings(base, max_examples=examples, database=None, derandomize=True)
@@ -205,6 +236,7 @@ def throughput(spec: str, examples: int, op: str, out: Callable[[str], None]) ->
                 finally:
                     body[0] += CLOCK() - t0
                     count[0] += 1
+                    choices[0] += _choices_made(data)
             return test
 
         test = make_test(name)
@@ -232,9 +264,16 @@ def throughput(spec: str, examples: int, op: str, out: Callable[[str], None]) ->
         totals["n"] += count[0]
         totals["wall"] += wall
         totals["cpu"] += cpu
+        totals["choices"] += choices[0]
     n, wall, cpu = max(totals["n"], 1), totals["wall"] or 1.0, totals["cpu"] or 1.0
     out(f"{'all checks':<20} {n:>8} {wall:8.2f} {n / wall:8.0f} {cpu:8.2f} {n / cpu:9.0f} "
         f"{1e3 * wall / n:7.2f}")
+    mean_choices = round(totals["choices"] / n)
+    floor_wall, floor_cpu = engine_floor(mean_choices, examples * 5, base)
+    out(f"{'Hypothesis alone':<20} {examples * 5:>8} {floor_wall:8.2f} "
+        f"{examples * 5 / floor_wall:8.0f} {floor_cpu:8.2f} {examples * 5 / floor_cpu:9.0f} "
+        f"{1e3 * floor_wall / (examples * 5):7.2f}   (a test that only draws {mean_choices} "
+        "integers: the mean number of choices per example above)")
     out("target (issue 6): >= 500 examples/s per worker\n")
 
     clock = "wall" if CLOCK is time.perf_counter else "process CPU"
