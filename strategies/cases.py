@@ -1,9 +1,9 @@
 """Strategies for a problem's values and memory layouts: whole `ConvCase` s.
 
 Speed matters here: the suite draws a case for every example, and Hypothesis's
-cost grows with the number of choices it records. An array is therefore a
-handful of choices, not one per element: a fill value, then optionally dense
-noise of one kind from a drawn seed (see `draw_array`).
+cost grows with the number of choices it records. An array is therefore four
+choices, not one per element: a constant fill value or dense noise of one
+kind from a drawn seed (see `draw_array`).
 """
 
 from __future__ import annotations
@@ -67,21 +67,28 @@ def noise(kind: str, dtype: str | np.dtype, shape: tuple[int, ...], seed: int) -
 
 
 def draw_array(draw, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
-    """An array from a few choices: a fill value, a noise kind and, if any, its seed.
+    """An array from four choices: a noise kind, a fill value and a seed.
 
     Why not `hypothesis.extra.numpy.arrays`: it draws a fill value plus about
     sqrt(size) (at least 10) single elements, four or five choices each, so a
     case cost some 200 choices and most of an example's time, and every
     element beyond those few was the fill value. Here an array is constant
-    (the fill, which Hypothesis shrinks towards 0 and 1) or dense noise of
-    one kind (every element varies, which finds more bugs); the noise comes
-    from a seed that Hypothesis draws and shrinks, so every example replays
-    exactly. The saved case file holds the arrays themselves, never the seed.
+    (kind "none": the fill, which Hypothesis shrinks towards 0 and 1) or dense
+    noise of one kind (every element varies, which finds more bugs) from a
+    seed that Hypothesis draws and shrinks, so every example replays exactly.
+    The fill and the seed are both drawn whatever the kind, so the choices
+    keep their places: the shrinker can turn noise into a constant by
+    lowering the kind alone, without shifting every later choice (measured:
+    with the seed drawn only for noise, the tutorial's shrunk case kept
+    noise in all four arrays). The saved case file holds the arrays
+    themselves, never the seed.
     """
     kind = draw(_noise_kinds)
+    fill = draw(values(dtype))
+    seed = draw(_seeds)
     if kind == "none":
-        return np.full(shape, draw(values(dtype)), dtype=dtype)
-    return noise(kind, dtype, shape, draw(_seeds))
+        return np.full(shape, fill, dtype=dtype)
+    return noise(kind, dtype, shape, seed)
 
 
 def array_values(dtype: str, shape: tuple[int, ...]) -> st.SearchStrategy[np.ndarray]:

@@ -8,30 +8,36 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 
-def shrunk_params(run_pytest, tmp_path, spec: str, selection: str) -> dict:
+
+def shrunk_record(run_pytest, tmp_path, spec: str, selection: str) -> dict:
     result = run_pytest("--impl", spec, "-k", selection)
     assert result.returncode == 1, result.stdout + result.stderr
     files = sorted((tmp_path / "failures").glob("*.json"))
     assert len(files) == 1, [f.name for f in files]
     record = json.loads(files[0].read_text())
     assert record["check"] == "grad_input" and record["op"] == "conv2d"
-    return record["params"]
+    return record
 
 
 def test_the_tutorial_shrinks_to_its_padding_bug(run_pytest, tmp_path):
-    params = shrunk_params(run_pytest, tmp_path, "conv_impl.tutorial",
+    record = shrunk_record(run_pytest, tmp_path, "conv_impl.tutorial",
                            "test_grad_input and conv2d]")
-    assert params == {
+    assert record["params"] == {
         "batch": 1, "in_channels": 1, "out_channels": 1, "input_size": [1, 1],
         "kernel_size": [1, 1], "stride": [1, 1], "padding": [1, 1], "dilation": [1, 1],
         "groups": 1, "bias": True, "dtype": "float64",
     }
+    # and the simplest data that shows it: constants, zero where they can be
+    assert record["inputs"] == {"x": [[[[0.0]]]], "weight": [[[[1.0]]]], "bias": [0.0],
+                                "grad_output": [[[[1.0] * 3] * 3]]}
 
 
 def test_the_tutorial_with_only_its_stride_bug_shrinks_to_stride_3(run_pytest, tmp_path):
-    params = shrunk_params(run_pytest, tmp_path, "conv_impl.tutorial:stride_bug_only",
+    record = shrunk_record(run_pytest, tmp_path, "conv_impl.tutorial:stride_bug_only",
                            "test_grad_input and conv2d]")
+    params = record["params"]
     strided = params["stride"].index(3)  # either axis may carry it; the other has stride 1
     assert sorted(params["stride"]) == [1, 3]
     assert params["input_size"][strided] == 4 and params["input_size"][1 - strided] == 1
@@ -39,3 +45,5 @@ def test_the_tutorial_with_only_its_stride_bug_shrinks_to_stride_3(run_pytest, t
         "batch": 1, "in_channels": 1, "out_channels": 1, "kernel_size": [1, 1],
         "padding": [0, 0], "dilation": [1, 1], "groups": 1, "bias": True, "dtype": "float64",
     }
+    values = {name: set(np.ravel(array).tolist()) for name, array in record["inputs"].items()}
+    assert values == {"x": {0.0}, "weight": {1.0}, "bias": {0.0}, "grad_output": {1.0}}
