@@ -1,7 +1,20 @@
-"""The fast core of ``conv_impl.einsum``: chunked einsum contractions on a
-polyphase, flattened copy of the padded input.
+"""The fast core of ``conv_impl.einsum``: chunked einsum contractions over
+window copies of the padded input, four paths by the shape of the problem.
 
-Why this layout. A cross-correlation with stride ``s`` and dilation ``d``
+* Exact windows (most problems; ``_exact_*``): the window copy of a chunk
+  of whole images is one copy of an as_strided view of the zero-padded
+  input, real output positions only, and one einsum GEMM per image writes
+  straight into the output. The input gradient is a stride-1 correlation
+  per stride phase. See the section's comment for why.
+* Flat polyphase layout (few input channels per group, e.g. a first layer
+  on RGB; described below): contiguous window copies, thrown-away
+  positions, and a col2im scatter for the input gradient, which is what
+  pays when the input gradient's GEMM would have a handful of rows.
+* Direct (one input channel per group: depthwise): per-tap broadcasting
+  multiply-adds on the flat layout, no GEMM.
+* Pointwise (1x1 kernel, no padding): one batched einsum on the input.
+
+The flat layout. A cross-correlation with stride ``s`` and dilation ``d``
 reads, for output position ``i`` and kernel tap ``k``, the padded input at
 ``u = i*s + k*d``. Split every padded axis into its ``s`` phases
 (``u = t*s + r``): tap ``k`` then reads phase ``r = (k*d) % s`` at
@@ -19,24 +32,15 @@ slice of that row, at a constant offset. So
   (NumPy's einsum lays a BLAS result out as [free indices of the second
   operand, free indices of the first], so the operands are written in the
   order that makes each result C-contiguous, with no transposing copy);
-* the input gradient is the same thing backwards, as a gather: position
-  ``r`` of an input phase receives ``w_k^T g[r - shift_k]`` from each tap
-  ``k`` of that phase, i.e. a window copy of grad_output over that phase's
-  taps and one einsum per chunk, so the stride's "inserted zeros" never
-  exist and cost nothing (with few input channels, a col2im scatter of
-  each tap's block is cheaper and is used instead);
+* the input gradient is the same thing backwards: per chunk one einsum
+  for every tap's block, each added onto its contiguous slice (col2im),
+  so the stride's "inserted zeros" never exist;
 * a stride remainder is never even copied: only the part of the padded
   input that some window reads is laid out, and the input gradient of the
   rest stays zero.
 
 Grad-output values at the thrown-away positions are set to exactly zero, so
 they add exactly nothing to the weight and input gradients.
-
-Two special cases skip the layout where it does not pay: a 1x1 kernel
-without padding is one batched einsum straight on the input (the
-"pointwise" path), and with one input channel per group (depthwise) there
-is no GEMM worth calling: each tap is a broadcasting multiply-add of a
-contiguous slice of the flat layout (the "direct" path).
 
 Everything runs in a fixed order (chunks, groups, taps) on the calling
 thread; BLAS splits a product across its threads the same way on every call
@@ -90,7 +94,6 @@ class Plan:
     length: int            # elements per channel row, slack included
     chunks: tuple[tuple[int, int, int, int], ...]  # (n0, n1, i0, i1)
     direct: bool           # depthwise-style path (one input channel per group)
-    tap_steps: Optional[Ints]  # flat step per kernel axis, when all taps share a phase
     pointwise: bool        # 1x1... kernel, no padding: a plain channel contraction
     dtype: np.dtype
 
@@ -173,14 +176,9 @@ def make_plan(n: int, c_in: int, c_out: int, groups: int, in_size: Ints,
         imgs = -(-n // count)
         for n0 in range(0, n, imgs):
             chunks.append((n0, min(n, n0 + imgs), 0, o1))
-    # With one phase (stride divides dilation), the taps' offsets are a
-    # regular grid, so a chunk's windows are one as_strided view.
-    tap_steps = None
-    if len(phases) == 1:
-        tap_steps = tuple((d // s) * r for d, s, r in zip(dilation, stride, row))
     return Plan(n, c_in, c_out, groups, tuple(in_size), tuple(kernel), tuple(stride),
                 tuple(padding), tuple(dilation), tuple(out_size), grid, row, per_image,
-                phases, offsets, length, tuple(chunks), direct, tap_steps,
+                phases, offsets, length, tuple(chunks), direct,
                 all(k == 1 for k in kernel) and not any(padding), np.dtype(dtype))
 
 
@@ -270,23 +268,6 @@ def _fill_cols(plan: Plan, xf: np.ndarray, rows: slice, q0: int, size: int,
     """Window copy: cols[tap, c, :] = xf[rows][c, offset[tap] + q0 : ... + size]."""
     for t, off in enumerate(plan.offsets):
         cols[t] = xf[rows, off + q0: off + q0 + size]
-
-
-def _chunk_windows(plan: Plan, xf: np.ndarray, q0: int, size: int) -> np.ndarray:
-    """(taps, C, size) windows of a chunk's positions, via a strided view.
-
-    Only for plans with ``tap_steps``: tap (t_1..t_D) sits at
-    ``sum t_a * step_a``, a regular grid that as_strided expresses with the
-    array's real strides. Flattening the kernel axes copies the view in one
-    NumPy call (much cheaper than per-tap slice copies), and einsum's own
-    loops run far faster on the flat copy than on the multi-axis view.
-    """
-    it = xf.strides[1]
-    base = xf[:, plan.offsets[0] + q0:]
-    view = as_strided(base, shape=plan.kernel + (xf.shape[0], size),
-                      strides=tuple(t * it for t in plan.tap_steps) + (xf.strides[0], it),
-                      writeable=False)
-    return view.reshape((plan.taps, xf.shape[0], size))
 
 
 # ----------------------------------------------------------------------------
@@ -714,27 +695,20 @@ def _layout_grad_output(plan: Plan, go: np.ndarray, margin: int) -> np.ndarray:
 
 def _gemm_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.ndarray,
                    want_input: bool, want_weight: bool):
-    """Backward of the GEMM path.
+    """Backward of the flat layout's GEMM path (few input channels per group).
 
     grad_output is laid out once on the grid (``_layout_grad_output``).
     Weight gradient: per chunk of real output rows, the window copy of the
     input against the grad-output slice, accumulated in chunk order.
-    Input gradient, as a gather rather than a scatter: position ``r`` of
-    input phase ``p`` receives, from each tap ``k`` of that phase,
-    ``w[:, :, k]^T g[r - shift_k]``. So per phase and chunk of positions, a
-    window copy of g (the phase's taps only: no work for the stride's
-    inserted zeros) and one einsum written straight into the input
-    gradient's layout, instead of one read-modify-write pass per tap.
-    (With few input channels per group, 2*C_in/G < C_out/G, the scatter is
-    cheaper and is used instead: per chunk one einsum for every tap's block,
-    each added onto its contiguous slice, col2im-style.)
+    Input gradient, col2im-style: per chunk one einsum for every tap's
+    block of the input gradient, each added onto its contiguous slice of the
+    flat layout. (With few input channels per group, 2*C_in/G < C_out/G,
+    these blocks are small, cheaper to scatter than the taps' windows of g
+    are to copy for a gather.)
     """
     G, og, cg, T = plan.groups, plan.og, plan.cg, plan.taps
-    block = plan.n * plan.per_image
-    shifts = [off % block for off in plan.offsets]
-    margin = max(shifts)
+    margin = 0
     gfull = _layout_grad_output(plan, go, margin)
-    it = plan.dtype.itemsize
     gw = gx = None
     if want_weight:
         xf = to_phases(plan, x)
@@ -759,9 +733,7 @@ def _gemm_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.nd
         gw = np.ascontiguousarray(
             wgrad.reshape(G, og, T, cg).transpose(0, 1, 3, 2)).reshape(
                 (plan.c_out, cg) + plan.kernel)
-    if want_input and 2 * cg < og:
-        # Few input channels per group: scattering each tap's (small) block
-        # with an add is cheaper than copying the taps' windows of g.
+    if want_input:
         dxf = np.zeros((plan.c_in, plan.length), dtype=plan.dtype)
         wm = np.ascontiguousarray(
             w.reshape(G, og, cg, T).transpose(0, 1, 3, 2)).reshape(G, og, T * cg)
@@ -776,33 +748,6 @@ def _gemm_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.nd
                     dxf[rows, off + q0: off + q0 + size] += d[t]
         del gfull
         gx = from_phases(plan, dxf)
-    elif want_input:
-        dxf = np.empty((plan.c_in, len(plan.phases) * block), dtype=plan.dtype)
-        w4 = w.reshape(G, og, cg, T)
-        for p in range(len(plan.phases)):
-            taps = [t for t, off in enumerate(plan.offsets) if off // block == p]
-            kp = len(taps)
-            if kp == 0:
-                dxf[:, p * block:(p + 1) * block] = 0
-                continue
-            # (g, c, tap*o) in the order of the g-window copy's rows
-            wt = np.ascontiguousarray(
-                w4[:, :, :, taps].transpose(0, 2, 3, 1)).reshape(G, cg, kp * og)
-            step = max(MIN_POSITIONS, CHUNK_BYTES // (kp * og * it))
-            gcols = np.empty((kp, og, min(step, block)), dtype=plan.dtype)
-            for r0 in range(0, block, step):
-                size = min(step, block - r0)
-                path = _path("kq,ck->cq", (kp * og, size), (cg, kp * og))
-                buf = gcols[:, :, :size]
-                for g in range(G):
-                    grows = slice(g * og, (g + 1) * og)
-                    for j, t in enumerate(taps):
-                        start = margin + r0 - shifts[t]
-                        buf[j] = gfull[grows, start: start + size]
-                    np.einsum("kq,ck->cq", buf.reshape(kp * og, size), wt[g], optimize=path,
-                              out=dxf[g * cg:(g + 1) * cg, p * block + r0: p * block + r0 + size])
-        del gfull
-        gx = from_phases(plan, dxf)
     return gx, gw
 
 
@@ -811,11 +756,8 @@ def backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.ndarray,
              ) -> tuple[Optional[np.ndarray], Optional[np.ndarray]]:
     """(grad_input, grad_weight) of ``correlate(x, w)`` for grad-output ``go``.
 
-    ``x`` is needed only for the weight gradient. Both gradients come from
-    one pass over the chunks: the grad-output chunk is laid out on the phase
-    grid (zeros at thrown-away positions), contracted with the window copy
-    for the weight gradient, and with the weight for the input gradient,
-    whose per-tap blocks are added onto contiguous slices (col2im).
+    ``x`` is needed only for the weight gradient. Each path (see the module
+    docstring) has its own backward pass.
     """
     if plan.pointwise:
         return _pointwise_backward(plan, x, w, go, want_input, want_weight)
