@@ -1,15 +1,17 @@
 """The fast core of ``conv_impl.einsum``: chunked einsum contractions over
 window copies of the padded input, four paths by the shape of the problem.
 
-* Exact windows (most problems; ``_exact_*``): the window copy of a chunk
-  of whole images is one copy of an as_strided view of the zero-padded
-  input, real output positions only, and one einsum GEMM per image writes
-  straight into the output. The input gradient is a stride-1 correlation
-  per stride phase. See the section's comment for why.
-* Flat polyphase layout (few input channels per group, e.g. a first layer
-  on RGB; described below): contiguous window copies, thrown-away
-  positions, and a col2im scatter for the input gradient, which is what
-  pays when the input gradient's GEMM would have a handful of rows.
+* Exact windows (every forward pass with more than one input channel per
+  group, and its backward pass unless there are few; ``_exact_*``): the
+  window copy of a chunk of whole images is one copy of an as_strided view
+  of the zero-padded input, real output positions only, and one einsum GEMM
+  per image writes straight into the output. The input gradient is a
+  stride-1 correlation per stride phase. See the section's comment for why.
+* Flat polyphase layout (described below): the backward pass with few
+  input channels per group (e.g. a first layer on RGB): contiguous window
+  copies, thrown-away positions, and a col2im scatter for the input
+  gradient, which is what pays when the input gradient's GEMM would have a
+  handful of rows.
 * Direct (one input channel per group: depthwise): per-tap broadcasting
   multiply-adds on the flat layout, no GEMM.
 * Pointwise (1x1 kernel, no padding): one batched einsum on the input.
@@ -111,12 +113,19 @@ class Plan:
 
     @property
     def exact(self) -> bool:
-        """Not few input channels: the exact-window path (``_exact_*``).
-        With few input channels per group (2*C_in/G < C_out/G, e.g. a first
-        layer on RGB) its input gradient would be a GEMM with a handful of
-        rows, 2-2.5x slower than the flat layout's col2im scatter (measured
-        on 3->16 channels), and its forward pass gained nothing."""
-        return not self.direct and not self.pointwise and 2 * self.cg >= self.og
+        """The forward pass takes the exact-window path (``_exact_*``)."""
+        return not self.direct and not self.pointwise
+
+    @property
+    def exact_backward(self) -> bool:
+        """So does the backward pass, unless there are few input channels
+        per group (2*C_in/G < C_out/G, e.g. a first layer on RGB): then its
+        input gradient would be a GEMM with a handful of rows, 2-2.5x slower
+        than the flat layout's col2im scatter, and the flat layout's weight
+        gradient shares that scatter's grad-output layout (exact weight
+        gradient + flat input gradient measured 1.05-1.13x the flat pair on
+        3->16 channels)."""
+        return self.exact and 2 * self.cg >= self.og
 
     @property
     def need(self) -> Ints:
@@ -437,7 +446,7 @@ def _direct_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray,
 
 
 # ----------------------------------------------------------------------------
-# the exact-window path: not few input channels per group
+# the exact-window path
 # ----------------------------------------------------------------------------
 #
 # The flat layout computes, and throws away, the padding columns of every
@@ -469,6 +478,12 @@ def _placed(a: np.ndarray, lo: Ints, size: Ints, dtype: np.dtype) -> np.ndarray:
     return out
 
 
+#: multiply-adds of a GEMM below which einsum's own overhead (~40 us a call,
+#: mostly its contraction-path bookkeeping) is a sizeable part, so the
+#: exact-window path runs one GEMM per chunk of images, not one per image
+SMALL_GEMM = 1 << 21
+
+
 def _exact_images(rows: int, positions: int, itemsize: int, n: int) -> int:
     """Images per chunk: the window copy about CHUNK_BYTES, at least one."""
     return max(1, min(n, CHUNK_BYTES // (rows * positions * itemsize)))
@@ -486,6 +501,15 @@ def _exact_windows(src: np.ndarray, n0: int, n1: int, channels: slice, kernel: I
                       writeable=False)
 
 
+def _fill_windows(cols: np.ndarray, src: np.ndarray, n0: int, n1: int, channels: slice,
+                  kernel: Ints, stride: Ints, dilation: Ints, out_size: Ints) -> None:
+    """Window copy: cols (taps*channels, images, positions) <- the windows of
+    images n0:n1 of ``src`` (see ``_exact_windows``), in one NumPy call."""
+    win = _exact_windows(src, n0, n1, channels, kernel, stride, dilation, out_size)
+    cols.reshape(tuple(kernel) + (win.shape[1 + len(kernel)], n1 - n0) + tuple(out_size))[...] = \
+        np.moveaxis(win, 0, -1 - len(out_size))
+
+
 def _exact_correlate(src: np.ndarray, wm: np.ndarray, out: np.ndarray, kernel: Ints,
                      stride: Ints, dilation: Ints, bias: Optional[np.ndarray]) -> np.ndarray:
     """out[n, g*og + o, i] = sum_{t, c} wm[g, o, t*cg + c] src[n, g*cg + c, i*s + t*d]
@@ -493,8 +517,9 @@ def _exact_correlate(src: np.ndarray, wm: np.ndarray, out: np.ndarray, kernel: I
 
     The window copy of a chunk is laid out (rows, images, positions). A
     C-contiguous ``out`` is written by the GEMMs themselves, one per image
-    (a batched einsum over images was slower); any other (a strided phase of
-    the input gradient) gets one GEMM per chunk, copied in while in cache.
+    (a batched einsum over images was slower), unless they are small; small
+    GEMMs and any other ``out`` (a strided phase of the input gradient) get
+    one GEMM per chunk, copied in while in cache.
     """
     n, G, og = out.shape[0], wm.shape[0], wm.shape[1]
     cg = src.shape[1] // G
@@ -505,19 +530,17 @@ def _exact_correlate(src: np.ndarray, wm: np.ndarray, out: np.ndarray, kernel: I
         wm = np.concatenate([wm, bias.reshape(G, og, 1).astype(wm.dtype)], axis=2)
     m = _exact_images(rows, q, out.itemsize, n)
     buf = np.empty(rows * m * q, dtype=out.dtype)
-    direct = out.flags.c_contiguous
-    out3 = out.reshape(n, G * og, q) if direct else None
+    per_image = out.flags.c_contiguous and og * rows * q >= SMALL_GEMM
+    out3 = out.reshape(n, G * og, q) if per_image else None
     for n0 in range(0, n, m):
         n1 = min(n, n0 + m)
         cols = buf[:rows * (n1 - n0) * q].reshape(rows, n1 - n0, q)
         if bias is not None:
             cols[-1] = 1
         for g in range(G):
-            win = _exact_windows(src, n0, n1, slice(g * cg, (g + 1) * cg), kernel,
-                                 stride, dilation, out_size)
-            cols[:T * cg].reshape(tuple(kernel) + (cg, n1 - n0) + tuple(out_size))[...] = \
-                np.moveaxis(win, 0, -1 - len(out_size))
-            if direct:
+            _fill_windows(cols[:T * cg], src, n0, n1, slice(g * cg, (g + 1) * cg),
+                          kernel, stride, dilation, out_size)
+            if per_image:
                 path = _path("kq,ok->oq", (rows, q), (og, rows))
                 for i in range(n1 - n0):
                     np.einsum("kq,ok->oq", cols[:, i], wm[g], optimize=path,
@@ -548,7 +571,8 @@ def _exact_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.n
 
     Weight: per chunk and group the same window copy as the forward pass,
     contracted per image with that image's grad-output (already laid out
-    (C_out, positions): no layout copy). Input: ``_exact_input_grad``.
+    (C_out, positions): no layout copy), or, for small GEMMs, per chunk with
+    a copy of the chunk's grad-output. Input: ``_exact_input_grad``.
     """
     G, og, cg, T = plan.groups, plan.og, plan.cg, plan.taps
     K, D = plan.kernel, plan.dilation
@@ -557,22 +581,32 @@ def _exact_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.n
     gx = gw = None
     if want_weight:
         src = _placed(x, plan.padding, plan.need, plan.dtype)
-        m = _exact_images(T * cg, q, plan.dtype.itemsize, plan.n)
-        cols = np.empty((m, T * cg, q), dtype=plan.dtype)
-        wgrad = np.zeros((G, og, T * cg), dtype=plan.dtype)
-        part = np.empty((og, T * cg), dtype=plan.dtype)
-        path = _path("kq,oq->ok", (T * cg, q), (og, q))
+        rows = T * cg
+        m = _exact_images(rows, q, plan.dtype.itemsize, plan.n)
+        buf = np.empty(rows * m * q, dtype=plan.dtype)
+        per_image = og * rows * q >= SMALL_GEMM
+        gbuf = None if per_image else np.empty(og * m * q, dtype=plan.dtype)
+        wgrad = np.zeros((G, og, rows), dtype=plan.dtype)
+        part = np.empty((og, rows), dtype=plan.dtype)
         for n0 in range(0, plan.n, m):
             n1 = min(plan.n, n0 + m)
+            cols = buf[:rows * (n1 - n0) * q].reshape(rows, n1 - n0, q)
             for g in range(G):
-                win = _exact_windows(src, n0, n1, slice(g * cg, (g + 1) * cg), K,
-                                     plan.stride, D, plan.out_size)
-                a = cols[:n1 - n0]
-                a.reshape(win.shape)[...] = win
-                for i in range(n1 - n0):
-                    gi = go[n0 + i, g * og:(g + 1) * og].reshape(og, q)
-                    wgrad[g] += np.einsum("kq,oq->ok", a[i], gi, out=part, optimize=path)
-        del src, cols
+                _fill_windows(cols, src, n0, n1, slice(g * cg, (g + 1) * cg), K,
+                              plan.stride, D, plan.out_size)
+                gsl = go[n0:n1, g * og:(g + 1) * og]
+                if per_image:
+                    path = _path("kq,oq->ok", (rows, q), (og, q))
+                    for i in range(n1 - n0):
+                        wgrad[g] += np.einsum("kq,oq->ok", cols[:, i], gsl[i].reshape(og, q),
+                                              out=part, optimize=path)
+                else:  # the chunk's grad-output as (C_out/G, images, positions)
+                    gc = gbuf[:og * (n1 - n0) * q].reshape(og, n1 - n0, q)
+                    gc[...] = np.moveaxis(gsl.reshape(n1 - n0, og, q), 0, 1)
+                    a, b = cols.reshape(rows, -1), gc.reshape(og, -1)
+                    wgrad[g] += np.einsum("kq,oq->ok", a, b, out=part,
+                                          optimize=_path("kq,oq->ok", a.shape, b.shape))
+        del src, buf
         gw = np.ascontiguousarray(
             wgrad.reshape(G, og, T, cg).transpose(0, 1, 3, 2)).reshape(
                 (plan.c_out, cg) + plan.kernel)
@@ -652,36 +686,10 @@ def forward(plan: Plan, x: np.ndarray, w: np.ndarray,
         return _pointwise_forward(plan, x, w, bias)
     if plan.exact:
         return _exact_forward(plan, x, w, bias)
-    xf = to_phases(plan, x)
+    # the direct path (one input channel per group)
     y = np.empty((plan.n, plan.c_out) + plan.out_size, dtype=plan.dtype)
-    G, og, cg, T = plan.groups, plan.og, plan.cg, plan.taps
-    nd = len(plan.kernel)
-    b = None if bias is None else bias.reshape((-1,) + (1,) * (nd + 1))
-    if plan.direct:
-        return _direct_forward(plan, xf, w, b, y)
-    # (g, o, tap*c): weight columns in the window copy's (tap, c) order
-    wm = np.ascontiguousarray(
-        w.reshape(G, og, cg, T).transpose(0, 1, 3, 2)).reshape(G, og, T * cg)
-    for chunk in plan.chunks:
-        q0, size, _ = _chunk_geometry(plan, chunk)
-        path = _path("kq,ok->oq", (T * cg, size), (og, T * cg))
-        cols = np.empty((T, cg, size), dtype=plan.dtype) if T > 1 else None
-        for g in range(G):
-            rows = slice(g * cg, (g + 1) * cg)
-            if T > 1:
-                _fill_cols(plan, xf, rows, q0, size, cols)
-                a = cols.reshape(T * cg, size)
-            else:  # one tap: the window is a slice, no copy needed
-                off = plan.offsets[0]
-                a = xf[rows, off + q0: off + q0 + size]
-            res = np.einsum("kq,ok->oq", a, wm[g], optimize=path)
-            dst = _out_block(y, chunk, slice(g * og, (g + 1) * og))
-            src = _valid(plan, res, chunk)
-            if b is None:
-                dst[...] = src
-            else:
-                np.add(src, b[g * og:(g + 1) * og], out=dst)
-    return y
+    b = None if bias is None else bias.reshape((-1,) + (1,) * (len(plan.kernel) + 1))
+    return _direct_forward(plan, to_phases(plan, x), w, b, y)
 
 
 def _layout_grad_output(plan: Plan, go: np.ndarray, margin: int) -> np.ndarray:
@@ -761,7 +769,7 @@ def backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.ndarray,
     """
     if plan.pointwise:
         return _pointwise_backward(plan, x, w, go, want_input, want_weight)
-    if plan.exact:
+    if plan.exact_backward:
         return _exact_backward(plan, x, w, go, want_input, want_weight)
     if plan.direct:
         return _direct_backward(plan, x, w, go, want_input, want_weight)
