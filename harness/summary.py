@@ -34,6 +34,7 @@ class Summary:
     def __init__(self, implementations: list[Implementation]):
         self.implementations = implementations
         self.records: dict[str, ImplementationRecord] = defaultdict(ImplementationRecord)
+        self.torch_missing = False  # as the processes that ran the tests found it
 
     # -- on the worker --------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
@@ -54,7 +55,8 @@ class Summary:
                 call.when == "call" or report.skipped):
             report.user_properties.append((PROPERTY, {
                 "impl": target.impl.name, "op": target.op, "check": marker.args[0],
-                "tally": dict(item.stash.get(_TALLY, Counter()))}))
+                "tally": dict(item.stash.get(_TALLY, Counter())),
+                "torch": oracle.torch_available()}))
         return report
 
     # -- on the controller ----------------------------------------------------
@@ -68,13 +70,14 @@ class Summary:
             if record.outcomes.get(slot) != "failed":
                 record.outcomes[slot] = outcome
             record.tally.update(value["tally"])
+            self.torch_missing |= value.get("torch") is False
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.records:  # no conformance test ran (a replay, or other tests)
             return
         write = terminalreporter.write_line
         terminalreporter.section("convolution harness summary")
-        if not oracle.torch_available():
+        if self.torch_missing:  # the workers' word: importing torch here costs seconds
             write("oracle checks (forward, grad_*) not run: PyTorch is not importable; "
                   "only the oracle-free checks ran")
         for impl in self.implementations:

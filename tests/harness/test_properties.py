@@ -156,3 +156,5 @@ def test_properties_run_without_torch(run_pytest, without_torch, tmp_path):
                       "-k", "conv1d and (adjoint or delta_kernel)", env=without_torch)
     assert good.returncode == 0, good.stdout + good.stderr
     assert re.search(r"\b2 passed", good.stdout), good.stdout
+    assert ("oracle checks (forward, grad_*) not run: PyTorch is not importable; only the "
+            "oracle-free checks ran") in good.stdout
