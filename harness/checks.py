@@ -86,6 +86,10 @@ class Check:
     oracle: bool
     cases: Callable[[str, Capabilities], SearchStrategy[ConvCase]] | None = None
     description: str = ""
+    #: time per example relative to a single oracle check (measured by
+    #: benchmarks/harness_throughput.py): pytest runs the costly tests first,
+    #: so that pytest-xdist's workers do not end on one long test
+    cost: float = 1.0
 
     def functions(self, op: str) -> tuple[str, ...]:
         names = {"forward": op, "backward": f"{op}_backward"}

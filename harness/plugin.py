@@ -174,5 +174,23 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("target", targets(metafunc.config, check), ids=str)
 
 
+@pytest.hookimpl(tryfirst=True)  # before the replay plugin puts the regression corpus first
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The costliest checks first, each op's 3-D tests before its 1-D ones.
+
+    pytest-xdist hands tests out in this order; with the long ones last, one
+    worker would finish alone on them while the other idles.
+    """
+    def cost(item: pytest.Item) -> float:
+        marker = item.get_closest_marker("conv_check")
+        callspec = getattr(item, "callspec", None)
+        target = callspec.params.get("target") if callspec else None
+        if marker is None or marker.args[0] not in REGISTRY or not isinstance(target, Target):
+            return 0.0
+        return REGISTRY[marker.args[0]].cost * OPS[target.op].spatial_dims
+
+    items.sort(key=cost, reverse=True)  # stable: equal costs keep their order
+
+
 def loaded_implementations(config: pytest.Config) -> list[Implementation]:
     return config.stash.get(IMPLEMENTATIONS, [])

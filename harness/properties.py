@@ -676,11 +676,11 @@ def check_invalid(impl: Implementation, case: ConvCase, timeout: float | None = 
 register(Check("adjoint", check_adjoint, ("forward", "backward"), oracle=False,
                description="<conv(x, w), g> = <x, grad_input(g)> = <w, grad_weight(g)>, "
                            "grad_bias = sum of g, within the rounding bound"))
-register(Check("linearity", check_linearity, (), oracle=False,
+register(Check("linearity", check_linearity, (), oracle=False, cost=2.5,
                description="additive in x, w and g; bias shifts the output exactly; the "
                            "gradients are the exact slopes of the affine loss"))
 register(Check("finite_difference", check_finite_difference, ("forward", "backward"),
-               oracle=False, cases=small_float64_cases,
+               oracle=False, cases=small_float64_cases, cost=1.5,
                description="central differences of <conv(x, w, b), g> in float64 on small "
                            "problems"))
 register(Check("pointwise", check_pointwise, (), oracle=False, cases=pointwise_cases,
