@@ -24,9 +24,12 @@ from harness import oracle
 _COMMON = dict(deadline=None,
                phases=[p for p in Phase if p is not Phase.explain],
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-settings.register_profile("dev", max_examples=100, **_COMMON)
+# derandomize=False said outright: when Hypothesis detects a CI machine its own
+# defaults, which these profiles inherit, are derandomised, and dev or thorough
+# would then ignore --hypothesis-seed there.
+settings.register_profile("dev", max_examples=100, derandomize=False, **_COMMON)
 settings.register_profile("ci", max_examples=100, derandomize=True, print_blob=True, **_COMMON)
-settings.register_profile("thorough", max_examples=3000, **_COMMON)
+settings.register_profile("thorough", max_examples=3000, derandomize=False, **_COMMON)
 # For the harness's own tests that run the suite in a subprocess: a fixed
 # seed and no example database, so that what they find is the same every time.
 settings.register_profile("harness-test", max_examples=100, derandomize=True, database=None,

@@ -12,7 +12,9 @@ EINSUM_FORWARD = ("--impl", "conv_impl.einsum", "-k", "test_forward and conv2d]"
 def test_the_ci_profile_prints_a_reproduce_failure_blob(run_pytest):
     done = run_pytest(*TUTORIAL_GRAD_INPUT, env={"HYPOTHESIS_PROFILE": "ci"})
     assert done.returncode == 1, done.stdout[-3000:]
-    assert re.search(r"You can reproduce this example by temporarily adding "
+    # "this example ... on your test case" until Hypothesis 6.16x, "this test case ...
+    # on your test function" since
+    assert re.search(r"You can reproduce this (example|test case) by temporarily adding "
                      r"@reproduce_failure\('[\d.]+', b'[^']+'\)", done.stdout), done.stdout[-3000:]
 
 
