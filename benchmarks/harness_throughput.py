@@ -21,7 +21,7 @@ benchmarks/throughput-results.txt):
    wrapped with timers (exclusive time: a timer's own time minus the timers
    it calls), so the table splits each example into case generation
    (``data.draw``: Hypothesis drawing through strategies.conv_cases), the
-   torch oracle (``oracle.reference`` / ``oracle.magnitudes``), the
+   torch oracle (``oracle.evaluate``: results and magnitudes), the
    implementation's own calls, the harness's work around those calls
    (fresh input copies in their layouts, stdout capture, time limit, result
    validation, input-unchanged check), the tolerance and comparison, and
@@ -126,10 +126,9 @@ def instrument(timers: Timers, impl: Any) -> contextlib.ExitStack:
     stack = contextlib.ExitStack()
     stack.enter_context(patched(DataObject, "draw",
                                 timers.wrap("case generation (data.draw)", DataObject.draw)))
-    stack.enter_context(patched(oracle, "reference",
-                                timers.wrap("oracle: reference (torch)", oracle.reference)))
-    stack.enter_context(patched(oracle, "magnitudes",
-                                timers.wrap("oracle: magnitudes (torch)", oracle.magnitudes)))
+    stack.enter_context(patched(oracle, "evaluate",
+                                timers.wrap("oracle: results and magnitudes (torch)",
+                                            oracle.evaluate)))
     harness_call = "harness around the call (copies, capture, validation)"
     compare_label = "tolerance + comparison"
     modules = [checks]
@@ -283,7 +282,7 @@ def throughput(spec: str, examples: int, op: str, out: Callable[[str], None]) ->
     clock = "wall" if CLOCK is time.perf_counter else "process CPU"
     out(f"## 2. where an example's time goes (ms per example, exclusive {clock} time)")
     order = ["case generation (data.draw)", "Hypothesis engine outside the test body",
-             "oracle: reference (torch)", "oracle: magnitudes (torch)",
+             "oracle: results and magnitudes (torch)",
              "implementation's own calls",
              "harness around the call (copies, capture, validation)",
              "tolerance + comparison", "rest of suite.run (check dispatch)"]
