@@ -544,8 +544,6 @@ def pytest_runtest_call(item: pytest.Item):
 @pytest.hookimpl(optionalhook=True)
 def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: Any) -> None:
     """A worker died: report the problem it was running, from its crash record."""
-    from harness.failures import save_case
-
     config = _controller_config
     node = getattr(report, "node", None)
     workerinput = getattr(node, "workerinput", None) or {}
@@ -572,20 +570,31 @@ def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: Any
             report.longrepr = f"{report.longrepr}\n{fatal_text}"
         return
     _, inflight, record = max(records)
+    saved, message = _save_crash(Path(inflight), record, process,
+                                 f"the test process (pytest-xdist worker {process!r})",
+                                 fatal_summary)
+    report.longrepr = (f"{message}\ncase saved to {saved}\n{_replay_hint(saved)}"
+                       + (f"\n{fatal_text}" if fatal_text else ""))
+
+
+def _save_crash(inflight: Path, record: dict, process: str, who: str,
+                fatal: str) -> tuple[Path, str]:
+    """Turn the in-flight record of a dead ``process`` into an ordinary case file.
+
+    Returns where it is saved and its message; raises KeyError, TypeError or
+    ValueError for a record this harness did not write.
+    """
+    from harness.failures import save_case
     from harness.problem import ConvProblem
 
     problem = ConvProblem.from_params(record["op"], record["params"]).describe()
-    message = _crash_message(record.get("function", record["op"]),
-                             f"the test process (pytest-xdist worker {process!r})", problem,
-                             fatal_summary)
-    impl_name = Path(inflight).name[: -len(f"-{record['op']}-crashed-in-{process}.json")]
+    message = _crash_message(record.get("function", record["op"]), who, problem, fatal)
+    impl_name = inflight.name[: -len(f"-{record['op']}-crashed-in-{process}.json")]
     record["message"] = message
-    for key in ("run",):
-        record.pop(key, None)
-    saved = save_case(failures, record, impl_name)
-    Path(inflight).unlink(missing_ok=True)
-    report.longrepr = (f"{message}\ncase saved to {saved}\n{_replay_hint(saved)}"
-                       + (f"\n{fatal_text}" if fatal_text else ""))
+    record.pop("run", None)
+    saved = save_case(inflight.parent, record, impl_name)
+    inflight.unlink(missing_ok=True)
+    return saved, message
 
 
 def _replay_hint(saved: Path) -> str:
@@ -610,30 +619,22 @@ def recover_crashes(failures: Path) -> list[str]:
     records of processes that no longer exist (``pid<N>``; a worker's
     record is its controller's to handle). Returns one line per case saved.
     """
-    from harness.failures import save_case
-    from harness.problem import ConvProblem
-
     lines = []
     for name in sorted(glob.glob(str(failures / "*-crashed-in-pid*.json"))):
         inflight = Path(name)
         process = inflight.stem.rsplit("-crashed-in-", 1)[1]
-        if not process[3:].isdigit() or _process_alive(int(process[3:])):
+        pid = process[len("pid"):]
+        if not pid.isdigit() or _process_alive(int(pid)):
             continue
         try:
             record = json.loads(inflight.read_text(encoding="utf-8"))
-            impl_name = inflight.name[: -len(f"-{record['op']}-crashed-in-{process}.json")]
-            problem = ConvProblem.from_params(record["op"], record["params"]).describe()
+            saved, _ = _save_crash(inflight, record, process,
+                                   f"an earlier test run (process {pid}, without pytest-xdist "
+                                   "or --isolate, so the run ended there)", "")
         except (OSError, ValueError, KeyError, TypeError):
             continue  # not a record this harness wrote: leave it alone
-        function = record.get("function", record["op"])
-        record["message"] = _crash_message(
-            function, f"an earlier test run (process {process[3:]}, without pytest-xdist or "
-            "--isolate, so the run ended there)", problem, "")
-        record.pop("run", None)
-        saved = save_case(failures, record, impl_name)
-        inflight.unlink(missing_ok=True)
-        lines.append(f"{function} of {record.get('impl', impl_name)} crashed an earlier run "
-                     f"(process {process[3:]}); its case is saved to {saved}\n"
+        lines.append(f"{record.get('function', record['op'])} of {record.get('impl')} crashed "
+                     f"an earlier run (process {pid}); its case is saved to {saved}\n"
                      f"  {_replay_hint(saved)}")
     return lines
 
