@@ -141,13 +141,6 @@ def conv_cases(
             y = my_conv2d(case.x, case.weight, case.bias, **case.problem.kwargs())
     """
     caps = capabilities if capabilities is not None else Capabilities()
-    return _conv_cases(op, caps, bounds)
-
-
-@functools.lru_cache(maxsize=256)
-def _conv_cases(op: str, caps: Capabilities, bounds: Bounds | None) -> st.SearchStrategy[ConvCase]:
-    """One strategy object per argument set: the suite asks for it every example,
-    and a new strategy would be validated and labelled anew each time."""
     problems = conv_problems(op, capabilities=caps, bounds=bounds)
 
     @st.composite
