@@ -11,6 +11,7 @@ one channel, batch 1, no bias, float64).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from hypothesis import strategies as st
@@ -39,6 +40,19 @@ DEFAULT_BOUNDS: dict[int, Bounds] = {
     2: Bounds(kernel=4, stride=4, padding=3, dilation=3, outputs=5),
     3: Bounds(kernel=3, stride=3, padding=2, dilation=2, outputs=3, batch=2),
 }
+
+
+@functools.lru_cache(maxsize=None)
+def _ints(lo: int, hi: int) -> st.SearchStrategy[int]:
+    """``st.integers(lo, hi)``, built once: a problem draws some twenty bounded
+    integers, and looking each strategy up again in Hypothesis's own cache
+    (argument checks and hashing) cost about 6% of a case's drawing time."""
+    return st.integers(lo, hi)
+
+
+@functools.lru_cache(maxsize=None)
+def _sampled(options: tuple) -> st.SearchStrategy:
+    return st.sampled_from(options)
 
 
 def _per_axis(draw, values: st.SearchStrategy[int], axes: int, square: bool) -> tuple[int, ...]:
@@ -76,22 +90,22 @@ def conv_problems(
 def _problems(draw, op: str, caps: Capabilities, b: Bounds) -> ConvProblem:
     spec = OPS[op]
     axes, square = spec.spatial_dims, caps.square
-    kernel = _per_axis(draw, st.integers(1, b.kernel), axes, square)
-    stride = _per_axis(draw, st.integers(1, b.stride), axes, square)
-    padding = _per_axis(draw, st.integers(0, b.padding), axes, square)
-    dilation = (_per_axis(draw, st.integers(1, b.dilation), axes, square)
+    kernel = _per_axis(draw, _ints(1, b.kernel), axes, square)
+    stride = _per_axis(draw, _ints(1, b.stride), axes, square)
+    padding = _per_axis(draw, _ints(0, b.padding), axes, square)
+    dilation = (_per_axis(draw, _ints(1, b.dilation), axes, square)
                 if caps.dilation else (1,) * axes)
     if spec.transposed:
         input_size, padding, output_padding = _transposed_sizes(
             draw, kernel, stride, padding, dilation, b, square)
     else:
         input_size, output_padding = _conv_sizes(draw, kernel, stride, padding, dilation, b), ()
-    groups = draw(st.integers(1, b.groups)) if caps.groups else 1
-    in_channels = groups * draw(st.integers(1, b.channels_per_group))
-    out_channels = groups * draw(st.integers(1, b.channels_per_group))
-    batch = draw(st.integers(1, b.batch))
+    groups = draw(_ints(1, b.groups)) if caps.groups else 1
+    in_channels = groups * draw(_ints(1, b.channels_per_group))
+    out_channels = groups * draw(_ints(1, b.channels_per_group))
+    batch = draw(_ints(1, b.batch))
     bias = draw(st.booleans()) if caps.bias_none else True
-    dtype = draw(st.sampled_from(caps.dtypes))
+    dtype = draw(_sampled(tuple(caps.dtypes)))
     return ConvProblem(op=op, batch=batch, in_channels=in_channels, out_channels=out_channels,
                        input_size=input_size, kernel_size=kernel, stride=stride, padding=padding,
                        dilation=dilation, groups=groups, bias=bias, dtype=dtype,
@@ -107,8 +121,8 @@ def _conv_sizes(draw, kernel, stride, padding, dilation, b: Bounds) -> tuple[int
     """
     sizes = []
     for k, s, p, d in zip(kernel, stride, padding, dilation):
-        outputs = draw(st.integers(1, b.outputs))
-        remainder = draw(st.integers(0, s - 1))
+        outputs = draw(_ints(1, b.outputs))
+        remainder = draw(_ints(0, s - 1))
         sizes.append(max(1, (outputs - 1) * s + d * (k - 1) + 1 + remainder - 2 * p))
     return tuple(sizes)
 
@@ -119,11 +133,11 @@ def _transposed_sizes(draw, kernel, stride, padding, dilation, b: Bounds, square
     output_padding must be below max(stride, dilation) on each axis (torch's
     rule); padding is capped so that every axis keeps at least one output.
     """
-    output_padding = _per_axis(draw, st.integers(0, max(b.stride, b.dilation) - 1),
+    output_padding = _per_axis(draw, _ints(0, max(b.stride, b.dilation) - 1),
                                len(kernel), square)
     output_padding = tuple(min(op, max(s, d) - 1)
                            for op, s, d in zip(output_padding, stride, dilation))
-    sizes = tuple(draw(st.integers(1, b.outputs)) for _ in kernel)
+    sizes = tuple(draw(_ints(1, b.outputs)) for _ in kernel)
     capped = tuple(min(p, ((n - 1) * s + d * (k - 1) + op) // 2)
                    for p, n, k, s, d, op in zip(padding, sizes, kernel, stride, dilation,
                                                 output_padding))
