@@ -16,7 +16,8 @@ benchmarks/throughput-results.txt):
    cases. One process is one worker. Beside them, the same settings on a
    test that only draws as many integers as a case takes choices: what
    Hypothesis's engine alone costs per example, the floor for any strategy
-   that makes that many choices.
+   that makes that many choices; and the suite's own case strategy drawn
+   with nothing run, the floor for any check on these cases.
 2. **Where an example's time goes**: the functions the real path calls are
    wrapped with timers (exclusive time: a timer's own time minus the timers
    it calls), so the table splits each example into case generation
@@ -183,6 +184,30 @@ def engine_floor(choices: int, examples: int, base: Any) -> tuple[float, float]:
     return time.perf_counter() - w0, time.process_time() - c0
 
 
+def strategy_floor(target: Any, examples: int, base: Any) -> tuple[float, float, int]:
+    """(wall s, CPU s, mean choices) of Hypothesis drawing the suite's own cases
+    (the ``forward`` check's strategy) with nothing run: the floor for any
+    check, however cheap, on these cases."""
+    from hypothesis import given, settings, strategies as st
+
+    from harness import suite
+
+    cases = suite.case_strategy("forward", target.op, target.impl.capabilities)
+    choices = [0]
+
+    @settings(base, max_examples=examples, database=None, derandomize=True)
+    @given(data=st.data())
+    def test(data: st.DataObject) -> None:
+        data.draw(cases)
+        choices[0] += _choices_made(data)
+
+    test()  # untimed: the first examples of a process pay for imports and caches
+    choices[0] = 0
+    w0, c0 = time.perf_counter(), time.process_time()
+    test()
+    return time.perf_counter() - w0, time.process_time() - c0, round(choices[0] / examples)
+
+
 def throughput(spec: str, examples: int, op: str, out: Callable[[str], None]) -> None:
     import conftest  # noqa: F401  (registers and loads the project's profiles)
     from hypothesis import given, settings, strategies as st
@@ -277,6 +302,11 @@ def throughput(spec: str, examples: int, op: str, out: Callable[[str], None]) ->
         f"{examples * 5 / floor_wall:8.0f} {floor_cpu:8.2f} {examples * 5 / floor_cpu:9.0f} "
         f"{1e3 * floor_wall / (examples * 5):7.2f}   (a test that only draws {mean_choices} "
         "integers: the mean number of choices per example above)")
+    n_floor = examples * 5
+    case_wall, case_cpu, case_choices = strategy_floor(target, n_floor, base)
+    out(f"{'cases drawn alone':<20} {n_floor:>8} {case_wall:8.2f} {n_floor / case_wall:8.0f} "
+        f"{case_cpu:8.2f} {n_floor / case_cpu:9.0f} {1e3 * case_wall / n_floor:7.2f}   "
+        f"(the suite's case strategy, {case_choices} choices, nothing run)")
     out("target (issue 6): >= 500 examples/s per worker\n")
 
     clock = "wall" if CLOCK is time.perf_counter else "process CPU"
