@@ -4,8 +4,9 @@ window copies of the padded input, four paths by the shape of the problem.
 * Exact windows (every forward pass with more than one input channel per
   group, and its backward pass unless there are few; ``_exact_*``): the
   window copy of a chunk of whole images is one copy of an as_strided view
-  of the zero-padded input, real output positions only, and one einsum GEMM
-  per image writes straight into the output. The input gradient is a
+  of the chunk's zero-padded images (padded a chunk at a time, in a reused
+  buffer), real output positions only, and one einsum GEMM per image writes
+  straight into the output. The input gradient is a
   stride-1 correlation per stride phase. See the section's comment for why.
 * Flat polyphase layout (described below): the backward pass with few
   input channels per group (e.g. a first layer on RGB): contiguous window
@@ -454,7 +455,9 @@ def _direct_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray,
 # copies the result into the output's layout, and with a stride first
 # splits the input into phases. Here the window copy of a chunk of whole
 # images takes only the real positions, as one copy of an as_strided view
-# of the zero-padded input (one NumPy call per chunk and group), and the
+# of the chunk's zero-padded images (one NumPy call per chunk and group;
+# the chunk is padded into a reused buffer just before, see
+# ``_PlacedImages``), and the
 # contraction is one ``einsum`` per image whose result is written straight
 # into the output array (out=, C_out x positions per image). The bias rides
 # along as one more row of ones in the window copy. The weight gradient
@@ -463,19 +466,43 @@ def _direct_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray,
 # transposed kernel, so it is the same code; with a stride, each phase of
 # the input is such a correlation with the phase's taps only.
 
-def _placed(a: np.ndarray, lo: Ints, size: Ints, dtype: np.dtype) -> np.ndarray:
-    """(N, C, *size) zeros with ``a`` (N, C, *S) placed at offset ``lo`` per
-    spatial axis (a negative offset, or a short ``size``, crops ``a``)."""
-    out = np.zeros(a.shape[:2] + tuple(size), dtype=dtype)
-    dst, src = [slice(None)] * 2, [slice(None)] * 2
-    for l, n, s in zip(lo, size, a.shape[2:]):
+def _placement(lo: Ints, size: Ints, shape: Ints) -> Optional[tuple[tuple, tuple]]:
+    """(destination, source) spatial index of an array of spatial ``shape``
+    placed at offset ``lo`` in a ``size`` box (a negative offset, or a short
+    ``size``, crops it); None if nothing of it lands in the box."""
+    dst, src = [], []
+    for l, n, s in zip(lo, size, shape):
         d0, d1 = max(0, l), min(n, l + s)
         if d1 <= d0:
-            return out
+            return None
         dst.append(slice(d0, d1))
         src.append(slice(d0 - l, d1 - l))
-    out[tuple(dst)] = a[tuple(src)]
-    return out
+    return tuple(dst), tuple(src)
+
+
+class _PlacedImages:
+    """Images of an (N, C, *S) array, a chunk at a time, placed at offset
+    ``lo`` in zero boxes of spatial ``size`` (the zero-padded input, or a
+    grad-output placed for the input gradient).
+
+    One buffer of ``images`` boxes, zeroed once: every chunk writes the same
+    region of it, so the rest stays zero. The chunk's copy is cache-sized
+    and is read right away by the window copy (a whole padded copy of the
+    array was a memory-bound pass of its own, and a large allocation).
+    """
+
+    def __init__(self, a: np.ndarray, lo: Ints, size: Ints, images: int, dtype: np.dtype):
+        self.a = a
+        self.buf = np.zeros((images, a.shape[1]) + tuple(size), dtype=dtype)
+        self.index = _placement(lo, size, a.shape[2:])
+
+    def chunk(self, n0: int, n1: int) -> np.ndarray:
+        """(n1 - n0, C, *size): images n0:n1 placed."""
+        out = self.buf[:n1 - n0]
+        if self.index is not None:
+            dst, src = self.index
+            out[(slice(None), slice(None)) + dst] = self.a[(slice(n0, n1), slice(None)) + src]
+        return out
 
 
 #: multiply-adds of a GEMM below which einsum's own overhead (~40 us a call,
@@ -510,10 +537,18 @@ def _fill_windows(cols: np.ndarray, src: np.ndarray, n0: int, n1: int, channels:
         np.moveaxis(win, 0, -1 - len(out_size))
 
 
-def _exact_correlate(src: np.ndarray, wm: np.ndarray, out: np.ndarray, kernel: Ints,
+def _window_extent(kernel: Ints, stride: Ints, dilation: Ints, out_size: Ints) -> Ints:
+    """Spatial extent of the source that the windows of ``out_size`` read."""
+    return tuple(s * (o - 1) + d * (k - 1) + 1
+                 for k, s, d, o in zip(kernel, stride, dilation, out_size))
+
+
+def _exact_correlate(a: np.ndarray, lo: Ints, wm: np.ndarray, out: np.ndarray, kernel: Ints,
                      stride: Ints, dilation: Ints, bias: Optional[np.ndarray]) -> np.ndarray:
     """out[n, g*og + o, i] = sum_{t, c} wm[g, o, t*cg + c] src[n, g*cg + c, i*s + t*d]
-    (+ bias), for ``src`` (N, G*cg, *padded) and ``out`` (N, G*og, *out_size).
+    (+ bias), for ``out`` (N, G*og, *out_size) and ``src`` the (N, G*cg, ...)
+    array ``a`` placed at offset ``lo`` among zeros (``_PlacedImages``, a
+    chunk of images at a time).
 
     The window copy of a chunk is laid out (rows, images, positions). A
     C-contiguous ``out`` is written by the GEMMs themselves, one per image
@@ -522,23 +557,26 @@ def _exact_correlate(src: np.ndarray, wm: np.ndarray, out: np.ndarray, kernel: I
     one GEMM per chunk, copied in while in cache.
     """
     n, G, og = out.shape[0], wm.shape[0], wm.shape[1]
-    cg = src.shape[1] // G
+    cg = a.shape[1] // G
     out_size = out.shape[2:]
     q, T = math.prod(out_size), math.prod(kernel)
     rows = T * cg + (bias is not None)
     if bias is not None:  # bias as the weight of a row of ones
         wm = np.concatenate([wm, bias.reshape(G, og, 1).astype(wm.dtype)], axis=2)
     m = _exact_images(rows, q, out.itemsize, n)
+    placed = _PlacedImages(a, lo, _window_extent(kernel, stride, dilation, out_size),
+                           m, out.dtype)
     buf = np.empty(rows * m * q, dtype=out.dtype)
     per_image = out.flags.c_contiguous and og * rows * q >= SMALL_GEMM
     out3 = out.reshape(n, G * og, q) if per_image else None
     for n0 in range(0, n, m):
         n1 = min(n, n0 + m)
+        src = placed.chunk(n0, n1)
         cols = buf[:rows * (n1 - n0) * q].reshape(rows, n1 - n0, q)
         if bias is not None:
             cols[-1] = 1
         for g in range(G):
-            _fill_windows(cols[:T * cg], src, n0, n1, slice(g * cg, (g + 1) * cg),
+            _fill_windows(cols[:T * cg], src, 0, n1 - n0, slice(g * cg, (g + 1) * cg),
                           kernel, stride, dilation, out_size)
             if per_image:
                 path = _path("kq,ok->oq", (rows, q), (og, rows))
@@ -558,11 +596,11 @@ def _exact_forward(plan: Plan, x: np.ndarray, w: np.ndarray,
                    bias: Optional[np.ndarray]) -> np.ndarray:
     """Forward pass of the exact-window path."""
     G, og, cg, T = plan.groups, plan.og, plan.cg, plan.taps
-    src = _placed(x, plan.padding, plan.need, plan.dtype)
     wm = np.ascontiguousarray(
         w.reshape(G, og, cg, T).transpose(0, 1, 3, 2)).reshape(G, og, T * cg)
     y = np.empty((plan.n, plan.c_out) + plan.out_size, dtype=plan.dtype)
-    return _exact_correlate(src, wm, y, plan.kernel, plan.stride, plan.dilation, bias)
+    return _exact_correlate(x, plan.padding, wm, y, plan.kernel, plan.stride, plan.dilation,
+                            bias)
 
 
 def _exact_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.ndarray,
@@ -580,9 +618,9 @@ def _exact_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.n
     q = math.prod(plan.out_size)
     gx = gw = None
     if want_weight:
-        src = _placed(x, plan.padding, plan.need, plan.dtype)
         rows = T * cg
         m = _exact_images(rows, q, plan.dtype.itemsize, plan.n)
+        placed = _PlacedImages(x, plan.padding, plan.need, m, plan.dtype)
         buf = np.empty(rows * m * q, dtype=plan.dtype)
         per_image = og * rows * q >= SMALL_GEMM
         gbuf = None if per_image else np.empty(og * m * q, dtype=plan.dtype)
@@ -590,9 +628,10 @@ def _exact_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.n
         part = np.empty((og, rows), dtype=plan.dtype)
         for n0 in range(0, plan.n, m):
             n1 = min(plan.n, n0 + m)
+            src = placed.chunk(n0, n1)
             cols = buf[:rows * (n1 - n0) * q].reshape(rows, n1 - n0, q)
             for g in range(G):
-                _fill_windows(cols, src, n0, n1, slice(g * cg, (g + 1) * cg), K,
+                _fill_windows(cols, src, 0, n1 - n0, slice(g * cg, (g + 1) * cg), K,
                               plan.stride, D, plan.out_size)
                 gsl = go[n0:n1, g * og:(g + 1) * og]
                 if per_image:
@@ -606,7 +645,7 @@ def _exact_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.n
                     a, b = cols.reshape(rows, -1), gc.reshape(og, -1)
                     wgrad[g] += np.einsum("kq,oq->ok", a, b, out=part,
                                           optimize=_path("kq,oq->ok", a.shape, b.shape))
-        del src, buf
+        del placed, buf
         gw = np.ascontiguousarray(
             wgrad.reshape(G, og, T, cg).transpose(0, 1, 3, 2)).reshape(
                 (plan.c_out, cg) + plan.kernel)
@@ -653,13 +692,6 @@ def _exact_input_grad(plan: Plan, w: np.ndarray, go: np.ndarray) -> np.ndarray:
             phase, plan.in_size, plan.kernel, plan.stride, plan.dilation, plan.padding)]
         if all(a[0] > 0 for a in axes):
             phases.append((phase, axes))
-    # grad-output placed once, far enough in for every phase's offset
-    live = [axes for _, axes in phases if all(a[1] for a in axes)]
-    if live:
-        lo = [max(ax[i][3] for ax in live) for i in range(len(plan.kernel))]
-        end = [max(ax[i][0] + ax[i][2] * (len(ax[i][1]) - 1) - ax[i][3] for ax in live)
-               for i in range(len(plan.kernel))]
-        placed = _placed(go, lo, tuple(l + e for l, e in zip(lo, end)), plan.dtype)
     for phase, axes in phases:
         out = gx[(slice(None), slice(None)) + tuple(
             slice(u, None, s) for u, s in zip(phase, plan.stride))] if strided else gx
@@ -668,13 +700,12 @@ def _exact_input_grad(plan: Plan, w: np.ndarray, go: np.ndarray) -> np.ndarray:
             continue
         kernel = tuple(len(a[1]) for a in axes)
         step = tuple(a[2] for a in axes)
-        src = placed[(slice(None), slice(None)) + tuple(
-            slice(l - a[3], None) for l, a in zip(lo, axes))]
         sub = w5[np.ix_(range(G), range(og), range(cg), *(a[1] for a in axes))]
         kp = math.prod(kernel)  # (g, c, tap * o) in the window copy's order
         wt = np.ascontiguousarray(
             sub.reshape(G, og, cg, kp).transpose(0, 2, 3, 1)).reshape(G, cg, kp * og)
-        _exact_correlate(src, wt, out, kernel, (1,) * len(kernel), step, None)
+        _exact_correlate(go, tuple(a[3] for a in axes), wt, out, kernel, (1,) * len(kernel),
+                         step, None)
     return gx
 
 
