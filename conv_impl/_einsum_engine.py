@@ -1,18 +1,18 @@
 """The fast core of ``conv_impl.einsum``: chunked einsum contractions over
 window copies of the padded input, four paths by the shape of the problem.
 
-* Exact windows (every forward pass with more than one input channel per
-  group, and its backward pass unless there are few; ``_exact_*``): the
-  window copy of a chunk of whole images is one copy of an as_strided view
-  of the chunk's zero-padded images (padded a chunk at a time, in a reused
-  buffer), real output positions only, and one einsum GEMM per image writes
-  straight into the output. The input gradient is a
+* Exact windows (every forward pass and weight gradient with more than
+  one input channel per group, and the input gradient unless there are few;
+  ``_exact_*``): the window copy of a chunk of whole images is one copy of
+  an as_strided view of the chunk's zero-padded images (padded a chunk at a
+  time, in a reused buffer), real output positions only, and one einsum
+  GEMM per image writes straight into the output. The input gradient is a
   stride-1 correlation per stride phase. See the section's comment for why.
-* Flat polyphase layout (described below): the backward pass with few
-  input channels per group (e.g. a first layer on RGB): contiguous window
-  copies, thrown-away positions, and a col2im scatter for the input
-  gradient, which is what pays when the input gradient's GEMM would have a
-  handful of rows.
+* Flat polyphase layout (described below): the input gradient with few
+  input channels per group (e.g. a first layer on RGB,
+  ``_flat_input_grad``): a col2im scatter of contiguous slices, which is
+  what pays when the gathering input gradient's GEMM would have a handful
+  of rows; and the direct path's layout.
 * Direct (one input channel per group: depthwise): per-tap broadcasting
   multiply-adds on the flat layout, no GEMM.
 * Pointwise (1x1 kernel, no padding): one batched einsum on the input.
@@ -28,16 +28,15 @@ coordinates fall past the real output are computed and thrown away): then
 the window of every tap over a run of output positions is one contiguous
 slice of that row, at a constant offset. So
 
-* the im2col matrix of a chunk of output positions is a stack of
-  contiguous slice copies (the "window copy"), kept cache-sized by chunking;
-* every contraction is a single 2-operand ``np.einsum`` that NumPy hands to
-  BLAS (``kq,ok->oq`` and friends) with a precomputed contraction path.
-  (NumPy's einsum lays a BLAS result out as [free indices of the second
-  operand, free indices of the first], so the operands are written in the
-  order that makes each result C-contiguous, with no transposing copy);
-* the input gradient is the same thing backwards: per chunk one einsum
-  for every tap's block, each added onto its contiguous slice (col2im),
-  so the stride's "inserted zeros" never exist;
+* the direct path multiplies each tap's window in place, a slice of the
+  layout, no copy;
+* the input gradient (``_flat_input_grad``) is a convolution's im2col
+  backwards: per chunk of output positions one einsum GEMM for every tap's block (``oq,ok->kq``, handed
+  to BLAS with a precomputed contraction path; NumPy's einsum lays a BLAS
+  result out as [free indices of the second operand, free indices of the
+  first], so the operands are written in the order that makes each result
+  C-contiguous, with no transposing copy), each block added onto its
+  contiguous slice (col2im), so the stride's "inserted zeros" never exist;
 * a stride remainder is never even copied: only the part of the padded
   input that some window reads is laid out, and the input gradient of the
   rest stays zero.
@@ -118,15 +117,13 @@ class Plan:
         return not self.direct and not self.pointwise
 
     @property
-    def exact_backward(self) -> bool:
-        """So does the backward pass, unless there are few input channels
-        per group (2*C_in/G < C_out/G, e.g. a first layer on RGB): then its
-        input gradient would be a GEMM with a handful of rows, 2-2.5x slower
-        than the flat layout's col2im scatter, and the flat layout's weight
-        gradient shares that scatter's grad-output layout (exact weight
-        gradient + flat input gradient measured 1.05-1.13x the flat pair on
-        3->16 channels)."""
-        return self.exact and 2 * self.cg >= self.og
+    def gather_input_grad(self) -> bool:
+        """The exact-window path's input gradient gathers (window copies of
+        grad-output, ``_exact_input_grad``) unless there are few input
+        channels per group (2*C_in/G < C_out/G, e.g. a first layer on RGB):
+        then that GEMM would have a handful of rows (2-2.5x slower), and the
+        flat layout's col2im scatter (``_flat_input_grad``) pays."""
+        return 2 * self.cg >= self.og
 
     @property
     def need(self) -> Ints:
@@ -168,7 +165,7 @@ def make_plan(n: int, c_in: int, c_out: int, groups: int, in_size: Ints,
     direct = cg == 1 and groups > 1
     if direct:
         cols = DIRECT_POSITIONS
-    else:  # the window copy of a chunk about CHUNK_BYTES
+    else:  # a chunk's (taps * channels, positions) block about CHUNK_BYTES
         cols = max(MIN_POSITIONS, CHUNK_BYTES // (len(taps) * cg * np.dtype(dtype).itemsize))
     r1, o1 = row[0], out_size[0]
     span = o1 * r1  # flat extent of one image's output rows
@@ -271,13 +268,6 @@ def _path(spec: str, *shapes: Ints) -> list:
     """The contraction path einsum would pick, computed once per shape."""
     ops = [np.empty(s, dtype=np.float32) for s in shapes]
     return np.einsum_path(spec, *ops, optimize="optimal")[0]
-
-
-def _fill_cols(plan: Plan, xf: np.ndarray, rows: slice, q0: int, size: int,
-               cols: np.ndarray) -> None:
-    """Window copy: cols[tap, c, :] = xf[rows][c, offset[tap] + q0 : ... + size]."""
-    for t, off in enumerate(plan.offsets):
-        cols[t] = xf[rows, off + q0: off + q0 + size]
 
 
 # ----------------------------------------------------------------------------
@@ -605,53 +595,89 @@ def _exact_forward(plan: Plan, x: np.ndarray, w: np.ndarray,
 
 def _exact_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.ndarray,
                     want_input: bool, want_weight: bool):
-    """Gradients of the exact-window path.
+    """Gradients of the exact-window path: ``_exact_weight_grad``, and
+    ``_exact_input_grad`` or ``_flat_input_grad`` (see
+    ``Plan.gather_input_grad``)."""
+    go = go.astype(plan.dtype, copy=False)
+    gw = _exact_weight_grad(plan, x, go) if want_weight else None
+    gx = None
+    if want_input:
+        gx = (_exact_input_grad if plan.gather_input_grad else _flat_input_grad)(plan, w, go)
+    return gx, gw
 
-    Weight: per chunk and group the same window copy as the forward pass,
-    contracted per image with that image's grad-output (already laid out
-    (C_out, positions): no layout copy), or, for small GEMMs, per chunk with
-    a copy of the chunk's grad-output. Input: ``_exact_input_grad``.
-    """
+
+def _exact_weight_grad(plan: Plan, x: np.ndarray, go: np.ndarray) -> np.ndarray:
+    """Weight gradient of the exact-window path: per chunk and group the same
+    window copy as the forward pass, contracted per image with that image's
+    grad-output (already laid out (C_out, positions): no layout copy), or,
+    for small GEMMs, per chunk with a copy of the chunk's grad-output."""
     G, og, cg, T = plan.groups, plan.og, plan.cg, plan.taps
     K, D = plan.kernel, plan.dilation
-    go = go.astype(plan.dtype, copy=False)
     q = math.prod(plan.out_size)
-    gx = gw = None
-    if want_weight:
-        rows = T * cg
-        m = _exact_images(rows, q, plan.dtype.itemsize, plan.n)
-        placed = _PlacedImages(x, plan.padding, plan.need, m, plan.dtype)
-        buf = np.empty(rows * m * q, dtype=plan.dtype)
-        per_image = og * rows * q >= SMALL_GEMM
-        gbuf = None if per_image else np.empty(og * m * q, dtype=plan.dtype)
-        wgrad = np.zeros((G, og, rows), dtype=plan.dtype)
-        part = np.empty((og, rows), dtype=plan.dtype)
-        for n0 in range(0, plan.n, m):
-            n1 = min(plan.n, n0 + m)
-            src = placed.chunk(n0, n1)
-            cols = buf[:rows * (n1 - n0) * q].reshape(rows, n1 - n0, q)
-            for g in range(G):
-                _fill_windows(cols, src, 0, n1 - n0, slice(g * cg, (g + 1) * cg), K,
-                              plan.stride, D, plan.out_size)
-                gsl = go[n0:n1, g * og:(g + 1) * og]
-                if per_image:
-                    path = _path("kq,oq->ok", (rows, q), (og, q))
-                    for i in range(n1 - n0):
-                        wgrad[g] += np.einsum("kq,oq->ok", cols[:, i], gsl[i].reshape(og, q),
-                                              out=part, optimize=path)
-                else:  # the chunk's grad-output as (C_out/G, images, positions)
-                    gc = gbuf[:og * (n1 - n0) * q].reshape(og, n1 - n0, q)
-                    gc[...] = np.moveaxis(gsl.reshape(n1 - n0, og, q), 0, 1)
-                    a, b = cols.reshape(rows, -1), gc.reshape(og, -1)
-                    wgrad[g] += np.einsum("kq,oq->ok", a, b, out=part,
-                                          optimize=_path("kq,oq->ok", a.shape, b.shape))
-        del placed, buf
-        gw = np.ascontiguousarray(
-            wgrad.reshape(G, og, T, cg).transpose(0, 1, 3, 2)).reshape(
-                (plan.c_out, cg) + plan.kernel)
-    if want_input:
-        gx = _exact_input_grad(plan, w, go)
-    return gx, gw
+    rows = T * cg
+    m = _exact_images(rows, q, plan.dtype.itemsize, plan.n)
+    placed = _PlacedImages(x, plan.padding, plan.need, m, plan.dtype)
+    buf = np.empty(rows * m * q, dtype=plan.dtype)
+    per_image = og * rows * q >= SMALL_GEMM
+    gbuf = None if per_image else np.empty(og * m * q, dtype=plan.dtype)
+    wgrad = np.zeros((G, og, rows), dtype=plan.dtype)
+    part = np.empty((og, rows), dtype=plan.dtype)
+    for n0 in range(0, plan.n, m):
+        n1 = min(plan.n, n0 + m)
+        src = placed.chunk(n0, n1)
+        cols = buf[:rows * (n1 - n0) * q].reshape(rows, n1 - n0, q)
+        for g in range(G):
+            _fill_windows(cols, src, 0, n1 - n0, slice(g * cg, (g + 1) * cg), K,
+                          plan.stride, D, plan.out_size)
+            gsl = go[n0:n1, g * og:(g + 1) * og]
+            if per_image:
+                path = _path("kq,oq->ok", (rows, q), (og, q))
+                for i in range(n1 - n0):
+                    wgrad[g] += np.einsum("kq,oq->ok", cols[:, i], gsl[i].reshape(og, q),
+                                          out=part, optimize=path)
+            else:  # the chunk's grad-output as (C_out/G, images, positions)
+                gc = gbuf[:og * (n1 - n0) * q].reshape(og, n1 - n0, q)
+                gc[...] = np.moveaxis(gsl.reshape(n1 - n0, og, q), 0, 1)
+                a, b = cols.reshape(rows, -1), gc.reshape(og, -1)
+                wgrad[g] += np.einsum("kq,oq->ok", a, b, out=part,
+                                      optimize=_path("kq,oq->ok", a.shape, b.shape))
+    return np.ascontiguousarray(
+        wgrad.reshape(G, og, T, cg).transpose(0, 1, 3, 2)).reshape(
+            (plan.c_out, cg) + plan.kernel)
+
+
+def _flat_input_grad(plan: Plan, w: np.ndarray, go: np.ndarray) -> np.ndarray:
+    """Input gradient on the flat layout, col2im-style (few input channels
+    per group): per chunk, grad-output laid out on the flat grid (zero at
+    every thrown-away position, so they add exactly nothing), one einsum for
+    every tap's block of the input gradient, each added onto its contiguous
+    slice of the flat layout; the blocks have few rows, so they are cheaper
+    to scatter than grad-output's windows are to copy for a gather.
+
+    The chunk's layout buffer is zeroed once: every chunk's real positions
+    sit at the same places relative to its start, so each chunk overwrites
+    the same elements and the thrown-away ones stay zero.
+    """
+    G, og, cg, T = plan.groups, plan.og, plan.cg, plan.taps
+    dxf = np.zeros((plan.c_in, plan.length), dtype=plan.dtype)
+    wm = np.ascontiguousarray(
+        w.reshape(G, og, cg, T).transpose(0, 1, 3, 2)).reshape(G, og, T * cg)
+    width = max(_chunk_geometry(plan, c)[1] for c in plan.chunks)
+    gbuf = np.zeros((plan.c_out, width), dtype=plan.dtype)
+    dbuf = np.empty((T * cg, width), dtype=plan.dtype)
+    for chunk in plan.chunks:
+        q0, size, _ = _chunk_geometry(plan, chunk)
+        gc = gbuf[:, :size]
+        _valid(plan, gc, chunk)[...] = _out_block(go, chunk, slice(None))
+        path = _path("oq,ok->kq", (og, size), (og, T * cg))
+        for g in range(G):
+            rows = slice(g * cg, (g + 1) * cg)
+            d = np.einsum("oq,ok->kq", gc[g * og:(g + 1) * og], wm[g], optimize=path,
+                          out=dbuf[:, :size]).reshape(T, cg, size)
+            for t, off in enumerate(plan.offsets):
+                dst = dxf[rows, off + q0: off + q0 + size]
+                dst += d[t]
+    return from_phases(plan, dxf)
 
 
 def _phase_taps(u: int, size: int, k: int, s: int, d: int, p: int):
@@ -723,73 +749,6 @@ def forward(plan: Plan, x: np.ndarray, w: np.ndarray,
     return _direct_forward(plan, to_phases(plan, x), w, b, y)
 
 
-def _layout_grad_output(plan: Plan, go: np.ndarray, margin: int) -> np.ndarray:
-    """grad_output on the flat grid (C_out, margin + N*M): zero in the front
-    margin and at every thrown-away position, so it adds exactly nothing."""
-    gfull = np.zeros((plan.c_out, margin + plan.n * plan.per_image), dtype=plan.dtype)
-    whole = (0, plan.n, 0, plan.out_size[0])
-    _valid(plan, gfull[:, margin:], whole)[...] = _out_block(go, whole, slice(None))
-    return gfull
-
-
-def _gemm_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.ndarray,
-                   want_input: bool, want_weight: bool):
-    """Backward of the flat layout's GEMM path (few input channels per group).
-
-    grad_output is laid out once on the grid (``_layout_grad_output``).
-    Weight gradient: per chunk of real output rows, the window copy of the
-    input against the grad-output slice, accumulated in chunk order.
-    Input gradient, col2im-style: per chunk one einsum for every tap's
-    block of the input gradient, each added onto its contiguous slice of the
-    flat layout. (With few input channels per group, 2*C_in/G < C_out/G,
-    these blocks are small, cheaper to scatter than the taps' windows of g
-    are to copy for a gather.)
-    """
-    G, og, cg, T = plan.groups, plan.og, plan.cg, plan.taps
-    margin = 0
-    gfull = _layout_grad_output(plan, go, margin)
-    gw = gx = None
-    if want_weight:
-        xf = to_phases(plan, x)
-        wgrad = np.zeros((G, og, T * cg), dtype=plan.dtype)
-        cols = None
-        for chunk in plan.chunks:
-            q0, size, _ = _chunk_geometry(plan, chunk)
-            path = _path("kq,oq->ok", (T * cg, size), (og, size))
-            if T > 1 and (cols is None or cols.shape[2] != size):
-                cols = np.empty((T, cg, size), dtype=plan.dtype)
-            for g in range(G):
-                rows = slice(g * cg, (g + 1) * cg)
-                if T > 1:
-                    _fill_cols(plan, xf, rows, q0, size, cols)
-                    a = cols.reshape(T * cg, size)
-                else:
-                    off = plan.offsets[0]
-                    a = xf[rows, off + q0: off + q0 + size]
-                gsl = gfull[g * og:(g + 1) * og, margin + q0: margin + q0 + size]
-                wgrad[g] += np.einsum("kq,oq->ok", a, gsl, optimize=path)
-        del xf
-        gw = np.ascontiguousarray(
-            wgrad.reshape(G, og, T, cg).transpose(0, 1, 3, 2)).reshape(
-                (plan.c_out, cg) + plan.kernel)
-    if want_input:
-        dxf = np.zeros((plan.c_in, plan.length), dtype=plan.dtype)
-        wm = np.ascontiguousarray(
-            w.reshape(G, og, cg, T).transpose(0, 1, 3, 2)).reshape(G, og, T * cg)
-        for chunk in plan.chunks:
-            q0, size, _ = _chunk_geometry(plan, chunk)
-            path = _path("oq,ok->kq", (og, size), (og, T * cg))
-            for g in range(G):
-                rows = slice(g * cg, (g + 1) * cg)
-                gsl = gfull[g * og:(g + 1) * og, margin + q0: margin + q0 + size]
-                d = np.einsum("oq,ok->kq", gsl, wm[g], optimize=path).reshape(T, cg, size)
-                for t, off in enumerate(plan.offsets):
-                    dxf[rows, off + q0: off + q0 + size] += d[t]
-        del gfull
-        gx = from_phases(plan, dxf)
-    return gx, gw
-
-
 def backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.ndarray,
              want_input: bool, want_weight: bool
              ) -> tuple[Optional[np.ndarray], Optional[np.ndarray]]:
@@ -800,8 +759,6 @@ def backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.ndarray,
     """
     if plan.pointwise:
         return _pointwise_backward(plan, x, w, go, want_input, want_weight)
-    if plan.exact_backward:
-        return _exact_backward(plan, x, w, go, want_input, want_weight)
     if plan.direct:
         return _direct_backward(plan, x, w, go, want_input, want_weight)
-    return _gemm_backward(plan, x, w, go, want_input, want_weight)
+    return _exact_backward(plan, x, w, go, want_input, want_weight)
