@@ -470,10 +470,20 @@ def _placement(lo: Ints, size: Ints, shape: Ints) -> Optional[tuple[tuple, tuple
     return tuple(dst), tuple(src)
 
 
+def _placed(a: np.ndarray, lo: Ints, size: Ints, dtype: np.dtype) -> np.ndarray:
+    """(N, C, *size) zeros with ``a`` (N, C, *S) placed at offset ``lo``."""
+    out = np.zeros(a.shape[:2] + tuple(size), dtype=dtype)
+    index = _placement(lo, size, a.shape[2:])
+    if index is not None:
+        out[(slice(None), slice(None)) + index[0]] = a[(slice(None), slice(None)) + index[1]]
+    return out
+
+
 class _PlacedImages:
     """Images of an (N, C, *S) array, a chunk at a time, placed at offset
     ``lo`` in zero boxes of spatial ``size`` (the zero-padded input, or a
-    grad-output placed for the input gradient).
+    grad-output placed for the input gradient): ``placed[n0:n1]`` is the
+    (n1 - n0, C, *size) placed chunk, valid until the next one is asked for.
 
     One buffer of ``images`` boxes, zeroed once: every chunk writes the same
     region of it, so the rest stays zero. The chunk's copy is cache-sized
@@ -486,12 +496,12 @@ class _PlacedImages:
         self.buf = np.zeros((images, a.shape[1]) + tuple(size), dtype=dtype)
         self.index = _placement(lo, size, a.shape[2:])
 
-    def chunk(self, n0: int, n1: int) -> np.ndarray:
-        """(n1 - n0, C, *size): images n0:n1 placed."""
-        out = self.buf[:n1 - n0]
+    def __getitem__(self, images: slice) -> np.ndarray:
+        """(images, C, *size): a contiguous run of images placed."""
+        out = self.buf[:images.stop - images.start]
         if self.index is not None:
             dst, src = self.index
-            out[(slice(None), slice(None)) + dst] = self.a[(slice(n0, n1), slice(None)) + src]
+            out[(slice(None), slice(None)) + dst] = self.a[(images, slice(None)) + src]
         return out
 
 
@@ -533,12 +543,13 @@ def _window_extent(kernel: Ints, stride: Ints, dilation: Ints, out_size: Ints) -
                  for k, s, d, o in zip(kernel, stride, dilation, out_size))
 
 
-def _exact_correlate(a: np.ndarray, lo: Ints, wm: np.ndarray, out: np.ndarray, kernel: Ints,
-                     stride: Ints, dilation: Ints, bias: Optional[np.ndarray]) -> np.ndarray:
+def _exact_correlate(a: np.ndarray, lo: Optional[Ints], wm: np.ndarray, out: np.ndarray,
+                     kernel: Ints, stride: Ints, dilation: Ints,
+                     bias: Optional[np.ndarray]) -> np.ndarray:
     """out[n, g*og + o, i] = sum_{t, c} wm[g, o, t*cg + c] src[n, g*cg + c, i*s + t*d]
     (+ bias), for ``out`` (N, G*og, *out_size) and ``src`` the (N, G*cg, ...)
     array ``a`` placed at offset ``lo`` among zeros (``_PlacedImages``, a
-    chunk of images at a time).
+    chunk of images at a time), or ``a`` itself if ``lo`` is None.
 
     The window copy of a chunk is laid out (rows, images, positions). A
     C-contiguous ``out`` is written by the GEMMs themselves, one per image
@@ -554,14 +565,14 @@ def _exact_correlate(a: np.ndarray, lo: Ints, wm: np.ndarray, out: np.ndarray, k
     if bias is not None:  # bias as the weight of a row of ones
         wm = np.concatenate([wm, bias.reshape(G, og, 1).astype(wm.dtype)], axis=2)
     m = _exact_images(rows, q, out.itemsize, n)
-    placed = _PlacedImages(a, lo, _window_extent(kernel, stride, dilation, out_size),
-                           m, out.dtype)
+    images = a if lo is None else _PlacedImages(
+        a, lo, _window_extent(kernel, stride, dilation, out_size), m, out.dtype)
     buf = np.empty(rows * m * q, dtype=out.dtype)
     per_image = out.flags.c_contiguous and og * rows * q >= SMALL_GEMM
     out3 = out.reshape(n, G * og, q) if per_image else None
     for n0 in range(0, n, m):
         n1 = min(n, n0 + m)
-        src = placed.chunk(n0, n1)
+        src = images[n0:n1]
         cols = buf[:rows * (n1 - n0) * q].reshape(rows, n1 - n0, q)
         if bias is not None:
             cols[-1] = 1
@@ -574,9 +585,9 @@ def _exact_correlate(a: np.ndarray, lo: Ints, wm: np.ndarray, out: np.ndarray, k
                     np.einsum("kq,ok->oq", cols[:, i], wm[g], optimize=path,
                               out=out3[n0 + i, g * og:(g + 1) * og])
             else:
-                a = cols.reshape(rows, (n1 - n0) * q)
-                res = np.einsum("kq,ok->oq", a, wm[g],
-                                optimize=_path("kq,ok->oq", a.shape, wm[g].shape))
+                lhs = cols.reshape(rows, (n1 - n0) * q)
+                res = np.einsum("kq,ok->oq", lhs, wm[g],
+                                optimize=_path("kq,ok->oq", lhs.shape, wm[g].shape))
                 out[n0:n1, g * og:(g + 1) * og] = np.moveaxis(
                     res.reshape((og, n1 - n0) + tuple(out_size)), 0, 1)
     return out
@@ -624,7 +635,7 @@ def _exact_weight_grad(plan: Plan, x: np.ndarray, go: np.ndarray) -> np.ndarray:
     part = np.empty((og, rows), dtype=plan.dtype)
     for n0 in range(0, plan.n, m):
         n1 = min(plan.n, n0 + m)
-        src = placed.chunk(n0, n1)
+        src = placed[n0:n1]
         cols = buf[:rows * (n1 - n0) * q].reshape(rows, n1 - n0, q)
         for g in range(G):
             _fill_windows(cols, src, 0, n1 - n0, slice(g * cg, (g + 1) * cg), K,
@@ -718,6 +729,14 @@ def _exact_input_grad(plan: Plan, w: np.ndarray, go: np.ndarray) -> np.ndarray:
             phase, plan.in_size, plan.kernel, plan.stride, plan.dilation, plan.padding)]
         if all(a[0] > 0 for a in axes):
             phases.append((phase, axes))
+    live = [axes for _, axes in phases if all(a[1] for a in axes)]
+    if len(live) > 1:
+        # grad-output placed once, far enough in for every phase's offset
+        # (each phase placing its own chunks would copy it once per phase)
+        lo = [max(ax[i][3] for ax in live) for i in range(len(plan.kernel))]
+        end = [max(ax[i][0] + ax[i][2] * (len(ax[i][1]) - 1) - ax[i][3] for ax in live)
+               for i in range(len(plan.kernel))]
+        placed = _placed(go, lo, tuple(l + e for l, e in zip(lo, end)), plan.dtype)
     for phase, axes in phases:
         out = gx[(slice(None), slice(None)) + tuple(
             slice(u, None, s) for u, s in zip(phase, plan.stride))] if strided else gx
@@ -730,8 +749,12 @@ def _exact_input_grad(plan: Plan, w: np.ndarray, go: np.ndarray) -> np.ndarray:
         kp = math.prod(kernel)  # (g, c, tap * o) in the window copy's order
         wt = np.ascontiguousarray(
             sub.reshape(G, og, cg, kp).transpose(0, 2, 3, 1)).reshape(G, cg, kp * og)
-        _exact_correlate(go, tuple(a[3] for a in axes), wt, out, kernel, (1,) * len(kernel),
-                         step, None)
+        if len(live) > 1:
+            src, src_lo = placed[(slice(None), slice(None)) + tuple(
+                slice(l - a[3], None) for l, a in zip(lo, axes))], None
+        else:
+            src, src_lo = go, tuple(a[3] for a in axes)
+        _exact_correlate(src, src_lo, wt, out, kernel, (1,) * len(kernel), step, None)
     return gx
 
 
