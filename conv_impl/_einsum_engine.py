@@ -447,9 +447,9 @@ def _direct_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray,
 # images takes only the real positions, as one copy of an as_strided view
 # of the chunk's zero-padded images (one NumPy call per chunk and group;
 # the chunk is padded into a reused buffer just before, see
-# ``_PlacedImages``), and the
-# contraction is one ``einsum`` per image whose result is written straight
-# into the output array (out=, C_out x positions per image). The bias rides
+# ``_PlacedImages``), and the contraction is one GEMM per image, all the
+# chunk's in one batched ``einsum`` whose result is written straight into
+# the output array (out=, C_out x positions per image). The bias rides
 # along as one more row of ones in the window copy. The weight gradient
 # uses the same window copy. The input gradient of a stride-1 correlation
 # is the stride-1 correlation of the padded grad-output with the flipped,
@@ -505,12 +505,6 @@ class _PlacedImages:
         return out
 
 
-#: multiply-adds of a GEMM below which einsum's own overhead (~40 us a call,
-#: mostly its contraction-path bookkeeping) is a sizeable part, so the
-#: exact-window path runs one GEMM per chunk of images, not one per image
-SMALL_GEMM = 1 << 21
-
-
 def _exact_images(rows: int, positions: int, itemsize: int, n: int) -> int:
     """Images per chunk: the window copy about CHUNK_BYTES, at least one."""
     return max(1, min(n, CHUNK_BYTES // (rows * positions * itemsize)))
@@ -543,6 +537,44 @@ def _window_extent(kernel: Ints, stride: Ints, dilation: Ints, out_size: Ints) -
                  for k, s, d, o in zip(kernel, stride, dilation, out_size))
 
 
+def _images_gemm(cols: np.ndarray, wmg: np.ndarray, out: np.ndarray) -> None:
+    """out[i] = wmg @ cols[:, i] for every image i of a window copy ``cols``
+    (rows, images, positions), ``out`` (images, C_out/G, positions): one GEMM
+    per image, in one batched einsum (the weight broadcast along images).
+
+    The operands are written in the order that NumPy hands to matmul
+    unchanged (its einsum reverses a pair), so the result is written
+    straight into ``out``; the other order made it a transposing copy (1.5x
+    slower). A single image takes the 2-D form: a batch axis of length one
+    would be summed out of the window copy by a copying c_einsum.
+    """
+    if cols.shape[1] == 1:
+        lhs = cols[:, 0]
+        np.einsum("kq,ok->oq", lhs, wmg, out=out[0],
+                  optimize=_path("kq,ok->oq", lhs.shape, wmg.shape))
+        return
+    lhs = cols.transpose(1, 0, 2)
+    wb = np.broadcast_to(wmg, (cols.shape[1],) + wmg.shape)
+    np.einsum("nkq,nok->noq", lhs, wb, out=out,
+              optimize=_path("nkq,nok->noq", lhs.shape, wb.shape))
+
+
+def _images_weight_gemm(cols: np.ndarray, gos: np.ndarray, part: np.ndarray) -> np.ndarray:
+    """sum_i gos[i] @ cols[:, i]^T, (C_out/G, rows), for a window copy ``cols``
+    (rows, images, positions) and the images' grad-output ``gos`` (images,
+    C_out/G, positions), as it is laid out (no copy): one batched einsum
+    into ``part`` (images, C_out/G, rows), summed over images in order (see
+    ``_images_gemm`` for the operand order and the single image)."""
+    if cols.shape[1] == 1:
+        lhs = cols[:, 0]
+        return np.einsum("kq,oq->ok", lhs, gos[0], out=part[0],
+                         optimize=_path("kq,oq->ok", lhs.shape, gos[0].shape))
+    lhs = cols.transpose(1, 0, 2)
+    np.einsum("nkq,noq->nok", lhs, gos, out=part,
+              optimize=_path("nkq,noq->nok", lhs.shape, gos.shape))
+    return part.sum(axis=0)
+
+
 def _exact_correlate(a: np.ndarray, lo: Optional[Ints], wm: np.ndarray, out: np.ndarray,
                      kernel: Ints, stride: Ints, dilation: Ints,
                      bias: Optional[np.ndarray]) -> np.ndarray:
@@ -553,9 +585,8 @@ def _exact_correlate(a: np.ndarray, lo: Optional[Ints], wm: np.ndarray, out: np.
 
     The window copy of a chunk is laid out (rows, images, positions). A
     C-contiguous ``out`` is written by the GEMMs themselves, one per image
-    (a batched einsum over images was slower), unless they are small; small
-    GEMMs and any other ``out`` (a strided phase of the input gradient) get
-    one GEMM per chunk, copied in while in cache.
+    (``_images_gemm``); any other ``out`` (a strided phase of the input
+    gradient) gets one GEMM per chunk, copied in while in cache.
     """
     n, G, og = out.shape[0], wm.shape[0], wm.shape[1]
     cg = a.shape[1] // G
@@ -568,8 +599,8 @@ def _exact_correlate(a: np.ndarray, lo: Optional[Ints], wm: np.ndarray, out: np.
     images = a if lo is None else _PlacedImages(
         a, lo, _window_extent(kernel, stride, dilation, out_size), m, out.dtype)
     buf = np.empty(rows * m * q, dtype=out.dtype)
-    per_image = out.flags.c_contiguous and og * rows * q >= SMALL_GEMM
-    out3 = out.reshape(n, G * og, q) if per_image else None
+    direct = out.flags.c_contiguous  # the GEMMs write straight into ``out``
+    out3 = out.reshape(n, G * og, q) if direct else None
     for n0 in range(0, n, m):
         n1 = min(n, n0 + m)
         src = images[n0:n1]
@@ -579,11 +610,8 @@ def _exact_correlate(a: np.ndarray, lo: Optional[Ints], wm: np.ndarray, out: np.
         for g in range(G):
             _fill_windows(cols[:T * cg], src, 0, n1 - n0, slice(g * cg, (g + 1) * cg),
                           kernel, stride, dilation, out_size)
-            if per_image:
-                path = _path("kq,ok->oq", (rows, q), (og, rows))
-                for i in range(n1 - n0):
-                    np.einsum("kq,ok->oq", cols[:, i], wm[g], optimize=path,
-                              out=out3[n0 + i, g * og:(g + 1) * og])
+            if direct:
+                _images_gemm(cols, wm[g], out3[n0:n1, g * og:(g + 1) * og])
             else:
                 lhs = cols.reshape(rows, (n1 - n0) * q)
                 res = np.einsum("kq,ok->oq", lhs, wm[g],
@@ -620,8 +648,8 @@ def _exact_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.n
 def _exact_weight_grad(plan: Plan, x: np.ndarray, go: np.ndarray) -> np.ndarray:
     """Weight gradient of the exact-window path: per chunk and group the same
     window copy as the forward pass, contracted per image with that image's
-    grad-output (already laid out (C_out, positions): no layout copy), or,
-    for small GEMMs, per chunk with a copy of the chunk's grad-output."""
+    grad-output (already laid out (C_out, positions): no layout copy), all
+    the chunk's images in one batched einsum (``_images_weight_gemm``)."""
     G, og, cg, T = plan.groups, plan.og, plan.cg, plan.taps
     K, D = plan.kernel, plan.dilation
     q = math.prod(plan.out_size)
@@ -629,10 +657,9 @@ def _exact_weight_grad(plan: Plan, x: np.ndarray, go: np.ndarray) -> np.ndarray:
     m = _exact_images(rows, q, plan.dtype.itemsize, plan.n)
     placed = _PlacedImages(x, plan.padding, plan.need, m, plan.dtype)
     buf = np.empty(rows * m * q, dtype=plan.dtype)
-    per_image = og * rows * q >= SMALL_GEMM
-    gbuf = None if per_image else np.empty(og * m * q, dtype=plan.dtype)
     wgrad = np.zeros((G, og, rows), dtype=plan.dtype)
-    part = np.empty((og, rows), dtype=plan.dtype)
+    part = np.empty((m, og, rows), dtype=plan.dtype)
+    go3 = go.reshape(plan.n, plan.c_out, q)
     for n0 in range(0, plan.n, m):
         n1 = min(plan.n, n0 + m)
         src = placed[n0:n1]
@@ -640,18 +667,8 @@ def _exact_weight_grad(plan: Plan, x: np.ndarray, go: np.ndarray) -> np.ndarray:
         for g in range(G):
             _fill_windows(cols, src, 0, n1 - n0, slice(g * cg, (g + 1) * cg), K,
                           plan.stride, D, plan.out_size)
-            gsl = go[n0:n1, g * og:(g + 1) * og]
-            if per_image:
-                path = _path("kq,oq->ok", (rows, q), (og, q))
-                for i in range(n1 - n0):
-                    wgrad[g] += np.einsum("kq,oq->ok", cols[:, i], gsl[i].reshape(og, q),
-                                          out=part, optimize=path)
-            else:  # the chunk's grad-output as (C_out/G, images, positions)
-                gc = gbuf[:og * (n1 - n0) * q].reshape(og, n1 - n0, q)
-                gc[...] = np.moveaxis(gsl.reshape(n1 - n0, og, q), 0, 1)
-                a, b = cols.reshape(rows, -1), gc.reshape(og, -1)
-                wgrad[g] += np.einsum("kq,oq->ok", a, b, out=part,
-                                      optimize=_path("kq,oq->ok", a.shape, b.shape))
+            wgrad[g] += _images_weight_gemm(cols, go3[n0:n1, g * og:(g + 1) * og],
+                                            part[:n1 - n0])
     return np.ascontiguousarray(
         wgrad.reshape(G, og, T, cg).transpose(0, 1, 3, 2)).reshape(
             (plan.c_out, cg) + plan.kernel)
