@@ -328,12 +328,15 @@ def _pointwise_forward(plan: Plan, x: np.ndarray, w: np.ndarray,
 
 
 def _pointwise_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray,
-                        go: np.ndarray, want_input: bool, want_weight: bool):
+                        go: np.ndarray, want_input: bool, want_weight: bool,
+                        want_bias: bool):
     """Gradients of ``_pointwise_forward``; input positions the kernel does
     not read (stride > 1) get zero."""
     specs = _pointwise_specs(plan.groups)
     gos = _pointwise_operand(plan, go, plan.c_out)
-    gx = gw = None
+    gx = gw = gb = None
+    if want_bias:
+        gb = np.einsum("noq->o", gos.reshape(plan.n, plan.c_out, -1))
     if want_weight:
         xs = _pointwise_operand(plan, x[_sampled(plan, x)], plan.c_in)
         per_image = np.einsum(specs["gw"], xs, gos,
@@ -351,7 +354,7 @@ def _pointwise_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray,
         else:
             d = np.einsum(specs["gx"], gos, wb, optimize=path)
             gx[_sampled(plan, gx)] = d.reshape((plan.n, plan.c_in) + plan.out_size)
-    return gx, gw
+    return gx, gw, gb
 
 
 # ----------------------------------------------------------------------------
@@ -392,20 +395,23 @@ def _direct_forward(plan: Plan, xf: np.ndarray, w: np.ndarray,
 
 
 def _direct_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray,
-                     go: np.ndarray, want_input: bool, want_weight: bool):
+                     go: np.ndarray, want_input: bool, want_weight: bool,
+                     want_bias: bool):
     """Gradients of ``_direct_forward``, chunk by chunk of grad_output laid
     out on the grid (zero at thrown-away positions):
 
     * weight: per tap, ``einsum('goq,gq->go')`` of the chunk against the
       tap's window of the input (a row-wise dot product, no copy);
     * input: per tap, the chunk times the tap's weights added onto the
-      tap's window of the input gradient's flat layout (col2im).
+      tap's window of the input gradient's flat layout (col2im);
+    * bias: the chunk summed over positions.
     """
     G, og, T = plan.groups, plan.og, plan.taps
     wd = w.reshape(G, og, T)
     xf = to_phases(plan, x) if want_weight else None
     dxf = np.zeros((plan.c_in, plan.length), dtype=plan.dtype) if want_input else None
     gw = np.zeros((G, og, T), dtype=plan.dtype) if want_weight else None
+    gb = np.zeros(plan.c_out, dtype=plan.dtype) if want_bias else None
     width = max(_chunk_geometry(plan, c)[1] for c in plan.chunks)
     gbuf = np.empty((plan.c_out, width), dtype=plan.dtype)
     tmp = np.empty((G, width), dtype=plan.dtype)
@@ -415,6 +421,8 @@ def _direct_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray,
         gc = gbuf[:, :size]
         gc[...] = 0
         _valid(plan, gc, chunk)[...] = _out_block(go, chunk, slice(None))
+        if want_bias:
+            gb += np.einsum("oq->o", gc)
         g3 = gc.reshape(G, og, size)
         t = tmp[:, :size]
         for k, off in enumerate(plan.offsets):
@@ -432,7 +440,7 @@ def _direct_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray,
     gx = from_phases(plan, dxf) if want_input else None
     del dxf
     gwo = None if gw is None else gw.reshape((plan.c_out, 1) + plan.kernel)
-    return gx, gwo
+    return gx, gwo, gb
 
 
 
@@ -633,27 +641,32 @@ def _exact_forward(plan: Plan, x: np.ndarray, w: np.ndarray,
 
 
 def _exact_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.ndarray,
-                    want_input: bool, want_weight: bool):
-    """Gradients of the exact-window path: ``_exact_weight_grad``, and
-    ``_exact_input_grad`` or ``_flat_input_grad`` (see
+                    want_input: bool, want_weight: bool, want_bias: bool):
+    """Gradients of the exact-window path: ``_exact_weight_grad`` (with the
+    bias gradient), and ``_exact_input_grad`` or ``_flat_input_grad`` (see
     ``Plan.gather_input_grad``)."""
     go = go.astype(plan.dtype, copy=False)
-    gw = _exact_weight_grad(plan, x, go) if want_weight else None
-    gx = None
+    gw = gb = gx = None
+    if want_weight or want_bias:
+        gw, gb = _exact_weight_grad(plan, x, go, want_bias)
     if want_input:
         gx = (_exact_input_grad if plan.gather_input_grad else _flat_input_grad)(plan, w, go)
-    return gx, gw
+    return gx, gw if want_weight else None, gb
 
 
-def _exact_weight_grad(plan: Plan, x: np.ndarray, go: np.ndarray) -> np.ndarray:
-    """Weight gradient of the exact-window path: per chunk and group the same
-    window copy as the forward pass, contracted per image with that image's
-    grad-output (already laid out (C_out, positions): no layout copy), all
-    the chunk's images in one batched einsum (``_images_weight_gemm``)."""
+def _exact_weight_grad(plan: Plan, x: np.ndarray, go: np.ndarray, want_bias: bool
+                       ) -> tuple[np.ndarray, Optional[np.ndarray]]:
+    """Weight (and bias) gradient of the exact-window path: per chunk and
+    group the same window copy as the forward pass, contracted per image
+    with that image's grad-output (already laid out (C_out, positions): no
+    layout copy), all the chunk's images in one batched einsum
+    (``_images_weight_gemm``). The bias gradient rides along as the weight
+    of a row of ones in the window copy, as the bias does in the forward
+    pass."""
     G, og, cg, T = plan.groups, plan.og, plan.cg, plan.taps
     K, D = plan.kernel, plan.dilation
     q = math.prod(plan.out_size)
-    rows = T * cg
+    rows = T * cg + int(want_bias)  # the bias gradient's row of ones last
     m = _exact_images(rows, q, plan.dtype.itemsize, plan.n)
     placed = _PlacedImages(x, plan.padding, plan.need, m, plan.dtype)
     buf = np.empty(rows * m * q, dtype=plan.dtype)
@@ -664,14 +677,18 @@ def _exact_weight_grad(plan: Plan, x: np.ndarray, go: np.ndarray) -> np.ndarray:
         n1 = min(plan.n, n0 + m)
         src = placed[n0:n1]
         cols = buf[:rows * (n1 - n0) * q].reshape(rows, n1 - n0, q)
+        if want_bias:
+            cols[-1] = 1
         for g in range(G):
-            _fill_windows(cols, src, 0, n1 - n0, slice(g * cg, (g + 1) * cg), K,
+            _fill_windows(cols[:T * cg], src, 0, n1 - n0, slice(g * cg, (g + 1) * cg), K,
                           plan.stride, D, plan.out_size)
             wgrad[g] += _images_weight_gemm(cols, go3[n0:n1, g * og:(g + 1) * og],
                                             part[:n1 - n0])
-    return np.ascontiguousarray(
-        wgrad.reshape(G, og, T, cg).transpose(0, 1, 3, 2)).reshape(
+    gb = wgrad[:, :, -1].reshape(plan.c_out) if want_bias else None
+    gw = np.ascontiguousarray(
+        wgrad[:, :, :T * cg].reshape(G, og, T, cg).transpose(0, 1, 3, 2)).reshape(
             (plan.c_out, cg) + plan.kernel)
+    return gw, gb
 
 
 def _flat_input_grad(plan: Plan, w: np.ndarray, go: np.ndarray) -> np.ndarray:
@@ -790,15 +807,19 @@ def forward(plan: Plan, x: np.ndarray, w: np.ndarray,
 
 
 def backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.ndarray,
-             want_input: bool, want_weight: bool
-             ) -> tuple[Optional[np.ndarray], Optional[np.ndarray]]:
-    """(grad_input, grad_weight) of ``correlate(x, w)`` for grad-output ``go``.
+             want_input: bool, want_weight: bool, want_bias: bool = False
+             ) -> tuple[Optional[np.ndarray], Optional[np.ndarray], Optional[np.ndarray]]:
+    """(grad_input, grad_weight, grad_bias) of ``correlate(x, w) + bias`` for
+    grad-output ``go``; each None unless wanted.
 
     ``x`` is needed only for the weight gradient. Each path (see the module
-    docstring) has its own backward pass.
+    docstring) has its own backward pass. The bias gradient (the sum of
+    grad-output over images and positions) comes with the weight gradient
+    where that reads grad-output chunk by chunk anyway, so it is not a pass
+    of its own over grad-output.
     """
     if plan.pointwise:
-        return _pointwise_backward(plan, x, w, go, want_input, want_weight)
+        return _pointwise_backward(plan, x, w, go, want_input, want_weight, want_bias)
     if plan.direct:
-        return _direct_backward(plan, x, w, go, want_input, want_weight)
-    return _exact_backward(plan, x, w, go, want_input, want_weight)
+        return _direct_backward(plan, x, w, go, want_input, want_weight, want_bias)
+    return _exact_backward(plan, x, w, go, want_input, want_weight, want_bias)

@@ -94,15 +94,19 @@ def _correlate(x: np.ndarray, w: np.ndarray, bias, stride: Ints, padding: Ints,
 
 def _correlate_grads(x: Optional[np.ndarray], go: np.ndarray, w: np.ndarray,
                      stride: Ints, padding: Ints, dilation: Ints, groups: int,
-                     in_size: Ints, want_input: bool, want_weight: bool):
-    """(d/dx, d/dw) of sum(correlate(x, w) * go); ``x`` only for d/dw.
+                     in_size: Ints, want_input: bool, want_weight: bool,
+                     want_bias: bool = False):
+    """(d/dx, d/dw, d/db) of sum((correlate(x, w) + b) * go); ``x`` only for
+    d/dw; each None unless wanted.
 
     d/dx is (N, C_in, *in_size) and exactly zero where no window reads
-    (stride remainders); d/dw is (C_out, C_in/groups, *K).
+    (stride remainders); d/dw is (C_out, C_in/groups, *K); d/db is (C_out,),
+    grad_output summed over batch and positions in ``w``'s dtype (the
+    engine sums it alongside the weight gradient).
     """
     plan = _plan(go.shape, w.shape, groups, in_size,
                  stride, padding, dilation, go.shape[2:], w.dtype)
-    return _engine.backward(plan, x, w, go, want_input, want_weight)
+    return _engine.backward(plan, x, w, go, want_input, want_weight, want_bias)
 
 
 # ----------------------------------------------------------------------------
@@ -226,9 +230,8 @@ def _conv_nd_backward(nd, grad_output, x, weight, bias, stride, padding,
     if go.shape != x.shape[:1] + weight.shape[:1] + out_size:
         raise ValueError(f"grad_output shape {go.shape} does not match the "
                          f"output shape {x.shape[:1] + weight.shape[:1] + out_size}")
-    gx, gw = _correlate_grads(x, go, _cast(weight, cdt), stride, padding, dilation,
-                              groups, x.shape[2:], True, True)
-    gb = _grad_bias(go, bias, cdt)
+    gx, gw, gb = _correlate_grads(x, go, _cast(weight, cdt), stride, padding, dilation,
+                                  groups, x.shape[2:], True, True, bias is not None)
     dt = x.dtype
     return gx.astype(dt, copy=False), gw.astype(dt, copy=False), _cast(gb, dt)
 
@@ -243,8 +246,8 @@ def _conv_transpose_nd(nd, x, weight, bias, stride, padding, output_padding,
     # A transposed convolution is the input gradient of the convolution whose
     # weight (C_out_conv, C_in_conv/groups, *k) is this weight, with x in the
     # role of that convolution's grad_output.
-    y, _ = _correlate_grads(None, x, _cast(weight, cdt), stride, padding, dilation,
-                            groups, out_size, True, False)
+    y, _, _ = _correlate_grads(None, x, _cast(weight, cdt), stride, padding, dilation,
+                               groups, out_size, True, False)
     y = _add_bias(y, _cast(bias, cdt))
     return y.astype(x.dtype, copy=False)
 
@@ -269,8 +272,8 @@ def _conv_transpose_nd_backward(nd, grad_output, x, weight, bias, stride, paddin
     # its weight gradient is the correlation's weight gradient with
     # grad_output in the role of the input and x in that of grad_output.
     gx = _correlate(go, wc, None, stride, padding, dilation, groups, in_size)
-    _, gw = _correlate_grads(go, x, wc, stride, padding, dilation, groups,
-                             out_size, False, True)
+    _, gw, _ = _correlate_grads(go, x, wc, stride, padding, dilation, groups,
+                                out_size, False, True)
     gb = _grad_bias(go, bias, cdt)
     dt = x.dtype
     return gx.astype(dt, copy=False), gw.astype(dt, copy=False), _cast(gb, dt)
