@@ -214,25 +214,40 @@ def _grid_view(plan: Plan, flat: np.ndarray) -> np.ndarray:
 
 
 def to_phases(plan: Plan, x: np.ndarray) -> np.ndarray:
-    """Padded input as (C_in, length) rows in the phase layout (a new array)."""
-    flat = np.zeros((plan.c_in, plan.length), dtype=plan.dtype)
+    """Padded input as (C_in, length) rows in the phase layout (a new array).
+
+    Only the padding around each phase's copy of the input (and the slack
+    after the last phase) is zeroed, not the whole array first."""
+    flat = np.empty((plan.c_in, plan.length), dtype=plan.dtype)
     view = _grid_view(plan, flat)
+    flat[:, view.shape[1] * plan.n * plan.per_image:] = 0  # the slack
     xt = x.transpose((1, 0) + tuple(range(2, x.ndim)))  # (C, N, *S)
     for i, ph in enumerate(plan.phases):
         g, s = _phase_slices(plan, ph)
-        if g:
-            view[(slice(None), i, slice(None)) + g] = xt[(slice(None), slice(None)) + s]
+        block = view[:, i]  # (C, N, *grid)
+        if not g:
+            block[...] = 0
+            continue
+        for axis, sl in enumerate(g):  # the padding before and after, axis by axis
+            lead = (slice(None), slice(None)) + g[:axis]
+            block[lead + (slice(0, sl.start),)] = 0
+            block[lead + (slice(sl.stop, None),)] = 0
+        block[(slice(None), slice(None)) + g] = xt[(slice(None), slice(None)) + s]
     return flat
 
 
 def from_phases(plan: Plan, flat: np.ndarray) -> np.ndarray:
     """Inverse of ``to_phases`` for a gradient: (N, C_in, *in_size), zero
     wherever no window reads."""
-    out = np.zeros((plan.n, plan.c_in) + plan.in_size, dtype=plan.dtype)
+    pieces = [_phase_slices(plan, ph) for ph in plan.phases]
+    covered = sum(math.prod(len(range(size)[sl]) for sl, size in zip(s, plan.in_size))
+                  for g, s in pieces if g)  # the phases are disjoint
+    whole = covered == math.prod(plan.in_size)  # every input position read
+    out = (np.empty if whole else np.zeros)((plan.n, plan.c_in) + plan.in_size,
+                                            dtype=plan.dtype)
     view = _grid_view(plan, flat)
     ot = out.transpose((1, 0) + tuple(range(2, out.ndim)))
-    for i, ph in enumerate(plan.phases):
-        g, s = _phase_slices(plan, ph)
+    for i, (g, s) in enumerate(pieces):
         if g:
             ot[(slice(None), slice(None)) + s] = view[(slice(None), i, slice(None)) + g]
     return out
@@ -413,13 +428,14 @@ def _direct_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray,
     gw = np.zeros((G, og, T), dtype=plan.dtype) if want_weight else None
     gb = np.zeros(plan.c_out, dtype=plan.dtype) if want_bias else None
     width = max(_chunk_geometry(plan, c)[1] for c in plan.chunks)
-    gbuf = np.empty((plan.c_out, width), dtype=plan.dtype)
+    # zeroed once: every chunk's real positions sit at the same places
+    # relative to its start (see ``_flat_input_grad``)
+    gbuf = np.zeros((plan.c_out, width), dtype=plan.dtype)
     tmp = np.empty((G, width), dtype=plan.dtype)
     part = np.empty((G, og), dtype=plan.dtype)
     for chunk in plan.chunks:
         q0, size, _ = _chunk_geometry(plan, chunk)
         gc = gbuf[:, :size]
-        gc[...] = 0
         _valid(plan, gc, chunk)[...] = _out_block(go, chunk, slice(None))
         if want_bias:
             gb += np.einsum("oq->o", gc)
