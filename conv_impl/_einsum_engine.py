@@ -113,14 +113,16 @@ class Plan:
 
     @property
     def exact(self) -> bool:
-        """The forward pass takes the exact-window path (``_exact_*``)."""
+        """The forward pass and the weight gradient take the exact-window path
+        (``_exact_*``), and so does the input gradient, gathering or
+        scattering (``gather_input_grad``)."""
         return not self.direct and not self.pointwise
 
     @property
     def gather_input_grad(self) -> bool:
         """The exact-window path's input gradient gathers (window copies of
-        grad-output, ``_exact_input_grad``) unless there are fewer than half
-        as many input channels as output channels per group (2*C_in/G <=
+        grad-output, ``_exact_input_grad``) unless there are at most half as
+        many input channels as output channels per group (2*C_in/G <=
         C_out/G): the gather copies C_out/G rows per tap and position, the
         flat layout's col2im scatter (``_flat_input_grad``) adds C_in/G.
         Measured (float64, 3x3): scatter 2-2.5x faster on 3->16 (a gather
