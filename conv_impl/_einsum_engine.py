@@ -31,12 +31,13 @@ slice of that row, at a constant offset. So
 * the direct path multiplies each tap's window in place, a slice of the
   layout, no copy;
 * the input gradient (``_flat_input_grad``) is a convolution's im2col
-  backwards: per chunk of output positions one einsum GEMM for every tap's block (``oq,ok->kq``, handed
-  to BLAS with a precomputed contraction path; NumPy's einsum lays a BLAS
-  result out as [free indices of the second operand, free indices of the
-  first], so the operands are written in the order that makes each result
-  C-contiguous, with no transposing copy), each block added onto its
-  contiguous slice (col2im), so the stride's "inserted zeros" never exist;
+  backwards: per chunk of output positions one einsum GEMM for every tap's
+  block (``oq,ok->kq``, handed to BLAS with a precomputed contraction
+  path; NumPy's einsum lays a BLAS result out as [free indices of the
+  second operand, free indices of the first], so the operands are written
+  in the order that makes each result C-contiguous, with no transposing
+  copy), each block added onto its contiguous slice (col2im), so the
+  stride's "inserted zeros" never exist;
 * a stride remainder is never even copied: only the part of the padded
   input that some window reads is laid out, and the input gradient of the
   rest stays zero.
