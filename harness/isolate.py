@@ -458,7 +458,9 @@ class CrashRecorder:
         record.update(function=function, during_check=check, run=self.run_id)
         path = self.failures_dir / (f"{_safe(impl_name)}-{case.problem.op}-crashed-in-"
                                     f"{_safe(self.process)}.json")
-        atomic_write(path, json.dumps(record, indent=1) + "\n")
+        # not durable: the record has to outlive this process, not the machine,
+        # and it is written before every call of the implementation
+        atomic_write(path, json.dumps(record, indent=1) + "\n", durable=False)
         return lambda: path.unlink(missing_ok=True)
 
 
