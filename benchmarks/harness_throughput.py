@@ -23,13 +23,15 @@ benchmarks/throughput-results.txt):
    it calls), so the table splits each example into case generation
    (``data.draw``: Hypothesis drawing through strategies.conv_cases), the
    torch oracle (``oracle.evaluate``: results and magnitudes), the
-   implementation's own calls, the harness's work around those calls
+   implementation's own calls, the crash record written before each call
+   (as in every pytest process without --isolate; harness/isolate.py), the
+   harness's work around those calls
    (fresh input copies in their layouts, stdout capture, time limit, result
    validation, input-unchanged check), the tolerance and comparison, and
    what is left: Hypothesis's engine outside the test body plus the rest
    of ``suite.run``.
 3. **pytest -n 2 against -n 0** on the main job (``tests/conformance``,
-   every operation; about 2.5 minutes with one worker): both run as
+   every operation; about 1.5 minutes with one worker): both run as
    subprocesses, one after the other (``--rounds`` times each,
    alternating), wall time and the children's CPU time. The whole suite,
    not a slice of it: every pytest process pays seconds of start-up
@@ -212,8 +214,9 @@ def throughput(spec: str, examples: int, op: str, out: Callable[[str], None]) ->
     import conftest  # noqa: F401  (registers and loads the project's profiles)
     from hypothesis import given, settings, strategies as st
 
-    from harness import oracle, suite
+    from harness import calling, oracle, suite
     from harness.calling import DEFAULT_TIMEOUT
+    from harness.isolate import CrashRecorder
     from harness.checks import REGISTRY
     from harness.loader import load_implementation
     from harness.plugin import Target
@@ -244,6 +247,10 @@ def throughput(spec: str, examples: int, op: str, out: Callable[[str], None]) ->
                 pass
 
     timers = Timers()
+    # what the isolate plugin does in every pytest process without --isolate:
+    # record each call's case before the call, in case the process dies in it
+    recorder = CrashRecorder(failures, f"pid{os.getpid()}", "")
+    calling.set_call_observer(timers.wrap("crash record before each call", recorder))
     per_check: dict[str, dict[str, float]] = {}
     all_labels: list[str] = []
     totals = dict(n=0, wall=0.0, cpu=0.0, body=0.0, choices=0)
@@ -268,6 +275,7 @@ def throughput(spec: str, examples: int, op: str, out: Callable[[str], None]) ->
             return test
 
         test = make_test(name)
+        recorder.current = (spec, impl.name, name)
 
         timers.reset()
         status = ""
@@ -293,6 +301,7 @@ def throughput(spec: str, examples: int, op: str, out: Callable[[str], None]) ->
         totals["wall"] += wall
         totals["cpu"] += cpu
         totals["choices"] += choices[0]
+    calling.set_call_observer(None)
     n, wall, cpu = max(totals["n"], 1), totals["wall"] or 1.0, totals["cpu"] or 1.0
     out(f"{'all checks':<20} {n:>8} {wall:8.2f} {n / wall:8.0f} {cpu:8.2f} {n / cpu:9.0f} "
         f"{1e3 * wall / n:7.2f}")
@@ -313,7 +322,7 @@ def throughput(spec: str, examples: int, op: str, out: Callable[[str], None]) ->
     out(f"## 2. where an example's time goes (ms per example, exclusive {clock} time)")
     order = ["case generation (data.draw)", "Hypothesis engine outside the test body",
              "oracle: results and magnitudes (torch)",
-             "implementation's own calls",
+             "implementation's own calls", "crash record before each call",
              "harness around the call (copies, capture, validation)",
              "tolerance + comparison", "rest of suite.run (check dispatch)"]
     labels = [k for k in order if k in all_labels] + [k for k in all_labels if k not in order]

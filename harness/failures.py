@@ -13,6 +13,7 @@ file that exists always has its script.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -53,16 +54,36 @@ def _impl_file(impl_spec: str) -> str | None:
     return str(Path(module).expanduser().resolve())
 
 
+def _packed(a: np.ndarray) -> dict[str, Any]:
+    return {"dtype": a.dtype.str, "shape": list(a.shape),
+            "base64": base64.b64encode(np.ascontiguousarray(a).tobytes()).decode("ascii")}
+
+
+def unpacked_inputs(packed: dict[str, Any]) -> dict[str, Any]:
+    """The contract's ``inputs`` (nested lists) from `case_record`'s ``packed_inputs``."""
+    return {name: None if p is None else
+            np.frombuffer(base64.b64decode(p["base64"]), dtype=np.dtype(p["dtype"]))
+            .reshape(p["shape"]).tolist()
+            for name, p in packed.items()}
+
+
 def case_record(impl_spec: str, case: ConvCase, check: str, message: str,
-                run_check: str | None = None) -> dict[str, Any]:
+                run_check: str | None = None, packed: bool = False) -> dict[str, Any]:
     """The JSON-ready record of a failing case (contract section 3).
 
     ``check`` is the check that failed as the report names it (``forward``,
     ``grad_input``, ... or ``raised``, ``dtype``, ``shape``, ...);
     ``run_check`` is the registered check that was running (what a replay
     runs again), ``check`` when omitted.
+
+    ``packed``: the arrays as ``packed_inputs`` (raw bytes in base64, with
+    dtype and shape) instead of ``inputs``, for a record written before every
+    call of an implementation (harness/isolate.py): as nested lists in JSON
+    they cost about a millisecond per call; `unpacked_inputs` turns them
+    into ``inputs`` when the record becomes a case file.
     """
     arrays = case.arrays()
+    inputs_key = "packed_inputs" if packed else "inputs"
     record: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "impl": impl_spec,
@@ -70,8 +91,9 @@ def case_record(impl_spec: str, case: ConvCase, check: str, message: str,
         "check": check,
         "run_check": run_check or check,
         "params": case.problem.params(),
-        "inputs": {name: None if arrays[name] is None else arrays[name].tolist()
-                   for name in ARRAY_NAMES},
+        inputs_key: {name: None if arrays[name] is None else
+                     _packed(arrays[name]) if packed else arrays[name].tolist()
+                     for name in ARRAY_NAMES},
         "layouts": {name: case.layouts.get(name, "C") for name in ARRAY_NAMES
                     if arrays[name] is not None},
         "versions": _versions(),

@@ -454,13 +454,15 @@ class CrashRecorder:
         spec, impl_name, check = self.current
         record = case_record(spec, case, "crashed", _crash_message(
             function, f"the test process ({self.process})", case.problem.describe(), ""),
-            run_check=check)
+            run_check=check, packed=True)
         record.update(function=function, during_check=check, run=self.run_id)
         path = self.failures_dir / (f"{_safe(impl_name)}-{case.problem.op}-crashed-in-"
                                     f"{_safe(self.process)}.json")
-        # not durable: the record has to outlive this process, not the machine,
-        # and it is written before every call of the implementation
-        atomic_write(path, json.dumps(record, indent=1) + "\n", durable=False)
+        # Written before every call of the implementation, so kept cheap: arrays
+        # packed as bytes, compact JSON (json's C encoder; with an indent it falls
+        # back to pure Python), and not durable: it has to outlive this process,
+        # not the machine.
+        atomic_write(path, json.dumps(record) + "\n", durable=False)
         return lambda: path.unlink(missing_ok=True)
 
 
@@ -586,7 +588,7 @@ def _save_crash(inflight: Path, record: dict, process: str, who: str,
     Returns where it is saved and its message; raises KeyError, TypeError or
     ValueError for a record this harness did not write.
     """
-    from harness.failures import save_case
+    from harness.failures import save_case, unpacked_inputs
     from harness.problem import ConvProblem
 
     problem = ConvProblem.from_params(record["op"], record["params"]).describe()
@@ -594,6 +596,9 @@ def _save_crash(inflight: Path, record: dict, process: str, who: str,
     impl_name = inflight.name[: -len(f"-{record['op']}-crashed-in-{process}.json")]
     record["message"] = message
     record.pop("run", None)
+    record = {("inputs" if key == "packed_inputs" else key):
+              (unpacked_inputs(value) if key == "packed_inputs" else value)
+              for key, value in record.items()}  # the case file's own form, same key order
     saved = save_case(inflight.parent, record, impl_name)
     inflight.unlink(missing_ok=True)
     return saved, message

@@ -25,7 +25,7 @@ from harness.calling import CheckFailure
 from harness.checks import run_check
 from harness.failures import (
     SCHEMA_VERSION, CaseFileError, case_path, case_record, dump_record, load_case, save_case,
-    script_path)
+    script_path, unpacked_inputs)
 from harness.loader import load_implementation
 from harness.plugin import Target
 from harness.problem import ConvCase, ConvProblem
@@ -80,6 +80,21 @@ def test_case_file_round_trip_is_exact(tmp_path, dtype, bias):
     assert mode & stat.S_IRUSR and mode & stat.S_IRGRP  # not mkstemp's private 0600
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name,
                                                                  script_path(path).name])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_packed_record_unpacks_to_the_same_inputs_exactly(dtype):
+    """The crash record written before every call packs its arrays as bytes;
+    unpacked, they are the case file's inputs, -0.0 and all."""
+    case = make_case(dtype, bias=False, layouts={"x": "F"})
+    case.x.flat[0] = -0.0
+    plain = case_record("conv_impl.einsum", case, "crashed", "message", run_check="forward")
+    packed = json.loads(json.dumps(case_record("conv_impl.einsum", case, "crashed", "message",
+                                               run_check="forward", packed=True)))
+    assert "inputs" not in packed
+    unpacked = unpacked_inputs(packed.pop("packed_inputs"))
+    assert json.dumps(unpacked) == json.dumps(plain.pop("inputs"))  # bit for bit, signs too
+    assert packed == json.loads(json.dumps(plain))
 
 
 def test_same_case_from_many_writers_is_one_file_and_different_cases_never_clobber(tmp_path):
