@@ -102,16 +102,6 @@ def evaluate(case: ConvCase) -> tuple[Reference, Reference]:
     return _run(case.problem, case.x, case.weight, case.bias, case.grad_output)
 
 
-def reference(case: ConvCase) -> Reference:
-    """The float64 results torch gives for the case's values."""
-    return evaluate(case)[0]
-
-
-def magnitudes(case: ConvCase) -> Reference:
-    """The same computation on absolute values: the sums of |terms| per element."""
-    return evaluate(case)[1]
-
-
 def warm_up() -> None:
     """One small call, so torch's one-time set-up is not charged to the first example."""
     torch = _torch()
