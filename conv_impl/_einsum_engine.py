@@ -136,8 +136,12 @@ class Plan:
     @property
     def need(self) -> Ints:
         """Padded input extent that some window reads, per spatial axis."""
-        return tuple(s * (o - 1) + d * (k - 1) + 1 for s, o, d, k in
-                     zip(self.stride, self.out_size, self.dilation, self.kernel))
+        return _window_extent(self.kernel, self.stride, self.dilation, self.out_size)
+
+    @property
+    def widest_chunk(self) -> int:
+        """Positions of the longest chunk: the width of a per-chunk buffer."""
+        return max(_chunk_geometry(self, c)[1] for c in self.chunks)
 
 
 @functools.lru_cache(maxsize=256)
@@ -397,7 +401,7 @@ def _direct_forward(plan: Plan, xf: np.ndarray, w: np.ndarray,
     chunk, written into ``y``."""
     G, og, T = plan.groups, plan.og, plan.taps
     wd = w.reshape(G, og, T, 1)
-    width = max(_chunk_geometry(plan, c)[1] for c in plan.chunks)
+    width = plan.widest_chunk
     acc = np.empty((G, og, width), dtype=plan.dtype)
     tmp = np.empty_like(acc)
     for chunk in plan.chunks:
@@ -435,7 +439,7 @@ def _direct_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray,
     dxf = np.zeros((plan.c_in, plan.length), dtype=plan.dtype) if want_input else None
     gw = np.zeros((G, og, T), dtype=plan.dtype) if want_weight else None
     gb = np.zeros(plan.c_out, dtype=plan.dtype) if want_bias else None
-    width = max(_chunk_geometry(plan, c)[1] for c in plan.chunks)
+    width = plan.widest_chunk
     # zeroed once: every chunk's real positions sit at the same places
     # relative to its start (see ``_flat_input_grad``)
     gbuf = np.zeros((plan.c_out, width), dtype=plan.dtype)
@@ -653,15 +657,20 @@ def _exact_correlate(a: np.ndarray, lo: Optional[Ints], wm: np.ndarray, out: np.
     return out
 
 
+def _tap_major(plan: Plan, w: np.ndarray) -> np.ndarray:
+    """The weight (C_out, C_in/G, *K) as (G, C_out/G, taps * C_in/G), tap-major:
+    the row order of a window copy."""
+    G, og, cg, T = plan.groups, plan.og, plan.cg, plan.taps
+    return np.ascontiguousarray(
+        w.reshape(G, og, cg, T).transpose(0, 1, 3, 2)).reshape(G, og, T * cg)
+
+
 def _exact_forward(plan: Plan, x: np.ndarray, w: np.ndarray,
                    bias: Optional[np.ndarray]) -> np.ndarray:
     """Forward pass of the exact-window path."""
-    G, og, cg, T = plan.groups, plan.og, plan.cg, plan.taps
-    wm = np.ascontiguousarray(
-        w.reshape(G, og, cg, T).transpose(0, 1, 3, 2)).reshape(G, og, T * cg)
     y = np.empty((plan.n, plan.c_out) + plan.out_size, dtype=plan.dtype)
-    return _exact_correlate(x, plan.padding, wm, y, plan.kernel, plan.stride, plan.dilation,
-                            bias)
+    return _exact_correlate(x, plan.padding, _tap_major(plan, w), y, plan.kernel, plan.stride,
+                            plan.dilation, bias)
 
 
 def _exact_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.ndarray,
@@ -729,9 +738,8 @@ def _flat_input_grad(plan: Plan, w: np.ndarray, go: np.ndarray) -> np.ndarray:
     """
     G, og, cg, T = plan.groups, plan.og, plan.cg, plan.taps
     dxf = np.zeros((plan.c_in, plan.length), dtype=plan.dtype)
-    wm = np.ascontiguousarray(
-        w.reshape(G, og, cg, T).transpose(0, 1, 3, 2)).reshape(G, og, T * cg)
-    width = max(_chunk_geometry(plan, c)[1] for c in plan.chunks)
+    wm = _tap_major(plan, w)
+    width = plan.widest_chunk
     gbuf = np.zeros((plan.c_out, width), dtype=plan.dtype)
     dbuf = np.empty((T * cg, width), dtype=plan.dtype)
     for chunk in plan.chunks:
