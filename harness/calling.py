@@ -23,6 +23,7 @@ import threading
 import time
 import traceback
 import warnings
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
@@ -33,12 +34,86 @@ DEFAULT_TIMEOUT = 20.0  # seconds per call: generated problems take milliseconds
 
 
 class CheckFailure(AssertionError):
-    """A falsified check: ``check`` names it, the message says what happened."""
+    """A falsified check: ``check`` names it, the message says what happened.
 
-    def __init__(self, check: str, message: str):
+    ``function`` and ``case`` say which call of the implementation failed,
+    when that is known: the contract function (``conv2d``,
+    ``conv2d_backward``, ...) and the problem it was given, which may be a
+    problem the check derived from the drawn one (a stacked batch, a split
+    input). Reports and case files describe that call.
+    """
+
+    def __init__(self, check: str, message: str, *, function: str | None = None,
+                 case: ConvCase | None = None):
         super().__init__(message)
         self.check = check
         self.message = message
+        self.function = function
+        self.case = case
+
+    def on(self, function: str, case: ConvCase) -> "CheckFailure":
+        """This failure, said to come from calling ``function`` on ``case`` (if not said yet)."""
+        if self.function is None:
+            self.function = function
+        if self.case is None:
+            self.case = case
+        return self
+
+
+# --- what one example saw: deferred failures and the calls made ----------------
+
+@dataclass
+class Call:
+    """One call of the implementation during a check: what it was given and returned."""
+
+    function: str
+    case: ConvCase
+    results: tuple[np.ndarray | None, ...] | None = None  # None: it failed before returning
+
+
+@dataclass
+class Observed:
+    """Failures that must not stop a check (see `defer`) and every call it made."""
+
+    deferred: list[CheckFailure] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)
+
+
+_observed_now: Observed | None = None
+
+
+@contextlib.contextmanager
+def observing() -> Iterator[Observed]:
+    """Collect deferred failures and calls made inside the block."""
+    global _observed_now
+    outer, _observed_now = _observed_now, Observed()
+    try:
+        yield _observed_now
+    finally:
+        _observed_now = outer
+
+
+def defer(failure: CheckFailure) -> None:
+    """Record a failure that must not hide the value comparison that follows.
+
+    A result of the wrong dtype, or an input changed in place, is a bug of
+    its own, but the result's values are still compared: a dtype bug and a
+    value bug are two bugs, and the first must not mask the second. Outside
+    `observing` (no one to report it later) the failure is raised at once.
+    """
+    if _observed_now is None:
+        raise failure
+    if not any(f.check == failure.check and f.function == failure.function
+               for f in _observed_now.deferred):
+        _observed_now.deferred.append(failure)
+
+
+def _record_call(function: str, case: ConvCase) -> Call | None:
+    if _observed_now is None:
+        return None
+    call = Call(function, case)
+    _observed_now.calls.append(call)
+    return call
 
 
 @contextlib.contextmanager
@@ -238,14 +313,19 @@ def _check_inputs_unchanged(case: ConvCase, given: dict[str, np.ndarray | None],
         if not np.array_equal(passed, original, equal_nan=True):
             changed = int(np.count_nonzero(~((passed == original)
                                              | (np.isnan(passed) & np.isnan(original)))))
-            raise CheckFailure(
+            defer(CheckFailure(
                 "input_changed",
                 f"{name} changed its input {arg!r} in place ({changed} of {original.size} "
-                "elements); the harness treats inputs as read-only")
+                "elements); the harness treats inputs as read-only", function=name, case=case))
 
 
-def as_result(value: Any, what: str, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
-    """``value`` as an array of ``dtype`` and ``shape``, or a `CheckFailure`."""
+def as_result(value: Any, what: str, dtype: str, shape: tuple[int, ...], *,
+              function: str | None = None, case: ConvCase | None = None) -> np.ndarray:
+    """``value`` as an array of ``shape``, or a `CheckFailure`.
+
+    A wrong dtype is deferred (`defer`): the array is returned as it is, so
+    its values are still compared.
+    """
     if value is None:
         raise CheckFailure("result_type", f"{what} is None; expected a {dtype} array of "
                                           f"shape {shape}")
@@ -267,8 +347,9 @@ def as_result(value: Any, what: str, dtype: str, shape: tuple[int, ...]) -> np.n
     if array.dtype != np.dtype(dtype):
         because = (f" (what np.asarray makes of a {kind} of Python floats)"
                    if isinstance(value, (list, tuple, float)) else "")
-        raise CheckFailure("dtype", f"{what_is} has dtype {array.dtype}{because}; inputs are "
-                                    f"{dtype}, so the result must be {dtype}")
+        defer(CheckFailure("dtype", f"{what_is} has dtype {array.dtype}{because}; inputs are "
+                                    f"{dtype}, so the result must be {dtype}",
+                           function=function, case=case))
     finite = np.isfinite(array)
     if not finite.all():
         bad = int(finite.size - np.count_nonzero(finite))
@@ -281,20 +362,40 @@ def as_result(value: Any, what: str, dtype: str, shape: tuple[int, ...]) -> np.n
 
 def call_forward(fn: Callable[..., Any], case: ConvCase, timeout: float | None) -> np.ndarray:
     p = case.problem
-    given = case.fresh_inputs()
     name = p.op
-    with _observed(case, name):
-        result = invoke(fn, name, (given["x"], given["weight"], given["bias"]), p.kwargs(),
-                        timeout)
-    _check_inputs_unchanged(case, given, name)
-    return as_result(result, f"{name}'s result", p.dtype, p.output_shape)
+    call = _record_call(name, case)
+    try:
+        given = case.fresh_inputs()
+        with _observed(case, name):
+            result = invoke(fn, name, (given["x"], given["weight"], given["bias"]), p.kwargs(),
+                            timeout)
+        _check_inputs_unchanged(case, given, name)
+        y = as_result(result, f"{name}'s result", p.dtype, p.output_shape, function=name,
+                      case=case)
+    except CheckFailure as failure:
+        raise failure.on(name, case)
+    if call is not None:
+        call.results = (y,)
+    return y
 
 
 def call_backward(fn: Callable[..., Any], case: ConvCase,
                   timeout: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    name = case.problem.spec.backward_name
+    call = _record_call(name, case)
+    try:
+        grads = _backward_results(fn, case, name, timeout)
+    except CheckFailure as failure:
+        raise failure.on(name, case)
+    if call is not None:
+        call.results = grads
+    return grads
+
+
+def _backward_results(fn: Callable[..., Any], case: ConvCase, name: str,
+                      timeout: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     p = case.problem
     given = case.fresh_inputs()
-    name = p.spec.backward_name
     with _observed(case, name):
         result = invoke(fn, name, (given["grad_output"], given["x"], given["weight"],
                                    given["bias"]), p.kwargs(), timeout)
@@ -306,10 +407,11 @@ def call_backward(fn: Callable[..., Any], case: ConvCase,
                                           "(grad_input, grad_weight, grad_bias)")
     grad_input, grad_weight, grad_bias = result
     shapes = p.shapes()
-    out_input = as_result(grad_input, f"{name}'s grad_input", p.dtype, shapes["x"])
-    out_weight = as_result(grad_weight, f"{name}'s grad_weight", p.dtype, shapes["weight"])
+    out = dict(function=name, case=case)
+    out_input = as_result(grad_input, f"{name}'s grad_input", p.dtype, shapes["x"], **out)
+    out_weight = as_result(grad_weight, f"{name}'s grad_weight", p.dtype, shapes["weight"], **out)
     if p.bias:
-        out_bias = as_result(grad_bias, f"{name}'s grad_bias", p.dtype, shapes["bias"])
+        out_bias = as_result(grad_bias, f"{name}'s grad_bias", p.dtype, shapes["bias"], **out)
     elif grad_bias is not None:
         raise CheckFailure("result_type", f"{name}'s grad_bias is a {type(grad_bias).__name__}"
                                           " but bias is None; it must be None")

@@ -15,7 +15,7 @@ from hypothesis.strategies import SearchStrategy
 
 from harness import oracle
 from harness.capabilities import Capabilities
-from harness.calling import CheckFailure, call_backward, call_forward
+from harness.calling import CheckFailure, call_backward, call_forward, observing
 from harness.compare import compare
 from harness.loader import Implementation
 from harness.problem import ConvCase
@@ -24,16 +24,17 @@ from harness.tolerance import tolerance
 GRADIENTS: tuple[str, ...] = ("grad_input", "grad_weight", "grad_bias")
 
 
-def _against_oracle(check: str, name: str, actual: np.ndarray, case: ConvCase) -> None:
+def _against_oracle(check: str, name: str, actual: np.ndarray, case: ConvCase,
+                    function: str) -> None:
     expected, magnitude = oracle.evaluate(case)
     mismatch = compare(name, actual, expected[name], tolerance(case, name, magnitude))
     if mismatch is not None:
-        raise CheckFailure(check, mismatch.report())
+        raise CheckFailure(check, mismatch.report(), function=function, case=case)
 
 
 def check_forward(impl: Implementation, case: ConvCase, timeout: float | None = None) -> None:
     y = call_forward(impl.function(case.problem.op), case, timeout)
-    _against_oracle("forward", "y", y, case)
+    _against_oracle("forward", "y", y, case, case.problem.op)
 
 
 def check_gradient(impl: Implementation, case: ConvCase, which: str,
@@ -43,7 +44,7 @@ def check_gradient(impl: Implementation, case: ConvCase, which: str,
         impl.function(case.problem.spec.backward_name), case, timeout)))
     if grads[which] is None:  # no bias: call_backward has checked grad_bias is None
         return
-    _against_oracle(which, which, grads[which], case)
+    _against_oracle(which, which, grads[which], case, case.problem.spec.backward_name)
 
 
 def check_repeatable(impl: Implementation, case: ConvCase, timeout: float | None = None) -> None:
@@ -65,7 +66,8 @@ def check_repeatable(impl: Implementation, case: ConvCase, timeout: float | None
                     "repeatable",
                     f"{name} gave a different {label} for the same inputs on a second call "
                     f"({differ} of {a.size} elements differ, largest difference "
-                    f"{float(np.max(np.abs(a.astype(np.float64) - b))):.3g})")
+                    f"{float(np.max(np.abs(a.astype(np.float64) - b))):.3g})",
+                    function=name, case=case)
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,10 @@ class Check:
     #: benchmarks/harness_throughput.py): pytest runs the costly tests first,
     #: so that pytest-xdist's workers do not end on one long test
     cost: float = 1.0
+    #: when the check itself fails (not a call inside it), find the wrong
+    #: result among the calls it made (harness/diagnosis.py): a property that
+    #: combines several calls cannot say which one was wrong
+    attribute: bool = False
 
     def functions(self, op: str) -> tuple[str, ...]:
         names = {"forward": op, "backward": f"{op}_backward"}
@@ -121,14 +127,43 @@ register(Check("repeatable", check_repeatable, (), oracle=False,
                description="bit-identical results on a second call with the same inputs"))
 
 
-def run_check(name: str, impl: Implementation, case: ConvCase,
-              timeout: float | None = None) -> None:
-    """Run the registered check called ``name``."""
+def examine(name: str, impl: Implementation, case: ConvCase,
+            timeout: float | None = None) -> list[CheckFailure]:
+    """Every failure the registered check ``name`` sees on ``case``, most telling first.
+
+    The check's own failure comes first, or, for a property check, the wrong
+    results it traces back to (`harness.diagnosis.attribute`), each on the
+    problem of the call that returned it; then the deferred ones (a wrong
+    dtype, an input changed in place), which never hide a value comparison.
+    Each failure names the call that failed (``function``, ``case``).
+    """
     try:
         check = REGISTRY[name]
     except KeyError:
         raise ValueError(f"unknown check {name!r}; expected one of {sorted(REGISTRY)}") from None
-    check.run(impl, case, timeout)
+    with observing() as seen:
+        try:
+            check.run(impl, case, timeout)
+            failures: list[CheckFailure] = []
+        except CheckFailure as failure:
+            failures = [failure]
+            if check.attribute and failure.check == name:
+                from harness.diagnosis import attribute
+                failures = attribute(seen.calls) or failures
+    failures += [f for f in seen.deferred
+                 if not any(f.check == g.check and f.function == g.function for g in failures)]
+    for failure in failures:
+        if failure.case is None:
+            failure.case = case
+    return failures
+
+
+def run_check(name: str, impl: Implementation, case: ConvCase,
+              timeout: float | None = None) -> None:
+    """Run the registered check called ``name``; raise its first failure (`examine`)."""
+    failures = examine(name, impl, case, timeout)
+    if failures:
+        raise failures[0]
 
 
 # The oracle-free properties register themselves in this registry.

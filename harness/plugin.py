@@ -61,6 +61,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=f"time limit per call of the implementation (default {DEFAULT_TIMEOUT:g}; "
              "0: none)")
     group.addoption(
+        "--conv-max-bugs", type=int, default=3, metavar="N",
+        help="distinct bugs to search for per check (implementation x operation x check): "
+             "after a failure is shrunk, the check is searched again with that bug's "
+             "trigger excluded, until N bugs or nothing more is found (default 3)")
+    group.addoption(
         "--conv-invalid", action="store_true", default=False,
         help="also check that the implementation raises on invalid problems exactly "
              "when torch does (opt-in: many implementations do not validate)")
@@ -138,7 +143,12 @@ def pytest_configure(config: pytest.Config) -> None:
             impl.name = impl.spec
     config.stash[IMPLEMENTATIONS] = impls
     from harness.summary import Summary  # imports the checks, hence numpy and the registry
-    config.pluginmanager.register(Summary(impls), "conv_harness_summary")
+    from harness.triage.search import BugSearch
+    max_bugs = config.getoption("--conv-max-bugs")
+    if max_bugs < 1:
+        raise pytest.UsageError(f"--conv-max-bugs {max_bugs}: must be at least 1")
+    config.pluginmanager.register(Summary(impls, failures_dir(config)), "conv_harness_summary")
+    config.pluginmanager.register(BugSearch(max_bugs), "conv_harness_bug_search")
 
 
 def timeout_of(config: pytest.Config) -> float | None:
@@ -146,13 +156,19 @@ def timeout_of(config: pytest.Config) -> float | None:
     return config.getoption("--conv-timeout", default=None) or None
 
 
+def failures_dir(config: pytest.Config) -> Path:
+    """The failures folder (``--conv-failures``), absolute."""
+    failures = Path(config.getoption("--conv-failures"))
+    if not failures.is_absolute():
+        failures = Path(config.invocation_params.dir) / failures
+    return failures
+
+
 def targets(config: pytest.Config, check: str) -> list[Target]:
     """Every (implementation, op) that provides what ``check`` calls."""
     out = []
     timeout = timeout_of(config)
-    failures = Path(config.getoption("--conv-failures"))
-    if not failures.is_absolute():
-        failures = Path(config.invocation_params.dir) / failures
+    failures = failures_dir(config)
     for impl in config.stash[IMPLEMENTATIONS]:
         for op in OPS:
             if REGISTRY[check].applies_to(impl, op):

@@ -673,19 +673,21 @@ def check_invalid(impl: Implementation, case: ConvCase, timeout: float | None = 
 # registration
 # ----------------------------------------------------------------------------
 
-register(Check("adjoint", check_adjoint, ("forward", "backward"), oracle=False,
+register(Check("adjoint", check_adjoint, ("forward", "backward"), oracle=False, attribute=True,
                description="<conv(x, w), g> = <x, grad_input(g)> = <w, grad_weight(g)>, "
                            "grad_bias = sum of g, within the rounding bound"))
-register(Check("linearity", check_linearity, (), oracle=False, cost=2.5,
+register(Check("linearity", check_linearity, (), oracle=False, cost=2.5, attribute=True,
                description="additive in x, w and g; bias shifts the output exactly; the "
                            "gradients are the exact slopes of the affine loss"))
 register(Check("finite_difference", check_finite_difference, ("forward", "backward"),
-               oracle=False, cases=small_float64_cases, cost=1.5,
+               oracle=False, cases=small_float64_cases, cost=1.5, attribute=True,
                description="central differences of <conv(x, w, b), g> in float64 on small "
                            "problems"))
 register(Check("pointwise", check_pointwise, (), oracle=False, cases=pointwise_cases,
+               attribute=True,
                description="a 1x1 kernel is a channel matmul of the padded, strided input"))
 register(Check("delta_kernel", check_delta_kernel, (), oracle=False, cases=delta_cases,
+               attribute=True,
                description="a delta kernel shifts and subsamples the padded input"))
 
 

@@ -11,39 +11,57 @@ from __future__ import annotations
 
 import functools
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from hypothesis import strategies as st
 from hypothesis.control import current_build_context
 
 from harness.calling import CheckFailure
 from harness.capabilities import Capabilities
-from harness.checks import REGISTRY, run_check
+from harness.checks import REGISTRY, examine
 from harness.failures import case_path, case_record, save_case, script_path
 from harness.plugin import Target
 from harness.problem import ConvCase
 from harness.script import render_script
+from harness.triage.catalog import Bug
 from strategies import conv_cases
 
 
-def failure_text(spec: str, case: ConvCase, failure: CheckFailure, ran: str) -> str:
+VALUE_CHECKS: tuple[str, ...] = ("forward", "grad_input", "grad_weight", "grad_bias")
+
+
+def failure_text(spec: str, drawn: ConvCase, failure: CheckFailure, ran: str) -> str:
     """What failed, on which problem, and by how much (no script, no paths).
 
     ``ran`` is the registered check that was running; ``failure.check`` the
-    one that failed (the same, or e.g. ``raised``, ``shape``, ``dtype``).
+    one that failed (the same, or e.g. ``raised``, ``dtype``, or the wrong
+    result a property check was traced back to). The problem shown is the
+    one of the call that failed, ``failure.case``; when the check derived it
+    from the one it drew (``drawn``), both are shown.
     """
+    case = failure.case if failure.case is not None else drawn
+    assert case is not None
     p = case.problem
     what = REGISTRY[ran].description if ran in REGISTRY else ""
+    called = f" ({failure.function})" if failure.function else ""
     if failure.check == ran:
         head = f"check {ran!r} failed" + (f" ({what})" if what else "")
+    elif failure.check in VALUE_CHECKS and ran not in VALUE_CHECKS:
+        head = (f"{failure.check} is wrong{called}, found by check {ran!r}"
+                + (f" ({what})" if what else ""))
     else:  # e.g. `raised` or `dtype`: its one line says it all, so it goes first
-        head = (f"check {failure.check!r} failed while running check {ran!r}: "
+        head = (f"check {failure.check!r} failed{called} while running check {ran!r}: "
                 f"{failure.message.splitlines()[0]}")
     layouts = {k: v for k, v in case.layouts.items() if v != "C"}
     lines = [f"{spec} {p.op}: {head}", f"parameters: {p.describe()}"]
     if layouts:
         lines.append("layouts: " + ", ".join(f"{k}={v}" for k, v in layouts.items())
                      + " (other inputs C-contiguous)")
+    if case is not drawn and drawn.problem != p:
+        lines.append(f"(the call that failed is on a problem check {ran!r} derived from the "
+                     f"one it drew: {drawn.problem.describe()})")
     return "\n".join(lines + [failure.message])
 
 
@@ -56,30 +74,59 @@ def shown_path(path: Path) -> str:
         return str(path)
 
 
-def saved_text(case_file: Path, script: str) -> str:
-    """The report's tail: where the case is, how to replay it, and the script."""
+def saved_lines(case_file: Path) -> list[str]:
+    """Where a case is, how to replay it, and its standalone script."""
     json_path, py_path = shown_path(case_file), shown_path(script_path(case_file))
-    return "\n".join([
-        f"case file: {json_path}",
-        f"replay:    pytest --replay {json_path}",
-        f"script:    python {py_path}   (standalone: NumPy and torch only)",
-        "---- reproduction script " + "-" * 45,
-        script.rstrip("\n"),
-        "---- end of script " + "-" * 51,
-    ])
+    return [f"case file: {json_path}",
+            f"replay:    pytest --replay {json_path}",
+            f"script:    python {py_path}   (standalone: NumPy and torch only)"]
 
 
-def failure_report(target: Target, case: ConvCase, failure: CheckFailure, ran: str) -> str:
-    """The full report of a final failure: text, saved case, replay line and script."""
-    text = failure_text(target.impl.spec, case, failure, ran)
-    record = case_record(target.impl.spec, case, failure.check, text, run_check=ran)
+def replay_check(failure: CheckFailure, ran: str, drawn: ConvCase) -> str:
+    """The registered check that runs the failing call again on its own problem.
+
+    A wrong result is replayed by the oracle check of that result; a call on a
+    derived problem by the check that makes just that call (its contract
+    failures, a wrong dtype say, show there too); anything else by the check
+    that ran.
+    """
+    if failure.check in VALUE_CHECKS:
+        return failure.check
+    derived = failure.case is not None and failure.case is not drawn
+    if derived and failure.function is not None:
+        return "grad_input" if failure.function.endswith("_backward") else "forward"
+    return ran
+
+
+def save_failure(target: Target, failure: CheckFailure, ran: str, text: str,
+                 drawn: ConvCase) -> Path | None:
+    """Write the failing call's case file and script; None if the folder is not writable."""
+    case = failure.case if failure.case is not None else drawn
+    record = case_record(target.impl.spec, case, failure.check, text,
+                         run_check=replay_check(failure, ran, drawn))
     try:
         path = case_path(target.failures_dir, record, target.impl.name)
         script = render_script(record, case, name=script_path(path).name)
-        save_case(target.failures_dir, record, target.impl.name, script=script)
-    except OSError as exc:
-        return f"{text}\n(could not save the case file in {target.failures_dir}: {exc})"
-    return f"{text}\n{saved_text(path, script)}"
+        return save_case(target.failures_dir, record, target.impl.name, script=script)
+    except OSError:
+        return None
+
+
+@dataclass
+class Found:
+    """A final (shrunk) failure of one search: the failing call, its report, its files."""
+
+    target: Target
+    check: str
+    failure: CheckFailure
+    drawn: ConvCase
+    text: str
+    case_file: Path | None
+
+
+#: the final failures of this process's searches, in order; harness/triage/search.py
+#: takes them after each search
+FOUND: list[Found] = []
 
 
 @functools.lru_cache(maxsize=256)
@@ -90,19 +137,24 @@ def case_strategy(check: str, op: str, caps: Capabilities) -> st.SearchStrategy[
     return custom(op, caps) if custom else conv_cases(op, capabilities=caps)
 
 
-def run(target: Target, check: str, data: st.DataObject) -> None:
+def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = ()) -> None:
     """Draw a case for ``target`` and run ``check`` on it.
 
-    Only the final (shrunk) example writes its case file and script:
-    Hypothesis replays it once more after shrinking, with ``is_final`` set.
+    Failures that ``known`` bugs cover (same kind of failure, trigger
+    matched: harness/triage) do not count: the follow-up searches look for
+    the next bug. Only the final (shrunk) example writes its case file and
+    script: Hypothesis replays it once more after shrinking, with
+    ``is_final`` set.
     """
     __tracebackhide__ = True  # the report says it all; this frame is noise
     case = data.draw(case_strategy(check, target.op, target.impl.capabilities), label="case")
-    try:
-        run_check(check, target.impl, case, target.timeout)
-    except CheckFailure as failure:
-        if current_build_context().is_final:
-            text = failure_report(target, case, failure, check)
-        else:
-            text = failure_text(target.impl.spec, case, failure, check)
-        raise CheckFailure(failure.check, text) from None
+    failures = examine(check, target.impl, case, target.timeout)
+    fresh = [f for f in failures if not any(bug.covers(f) for bug in known)]
+    if not fresh:
+        return
+    failure = fresh[0]
+    text = failure_text(target.impl.spec, case, failure, check)
+    if current_build_context().is_final:
+        path = save_failure(target, failure, check, text, case)
+        FOUND.append(Found(target, check, failure, case, text, path))
+    raise CheckFailure(failure.check, text) from None

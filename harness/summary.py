@@ -1,22 +1,33 @@
-"""The run summary: per implementation, what ran, what was covered, the verdict.
+"""The run summary: per implementation, the verdict, its distinct bugs, coverage.
 
 Workers tally each conformance test's examples and features (harness.coverage)
-and attach the tally to the test's report as a user property, which xdist
-ships to the controller; the controller gathers them in
-``pytest_runtest_logreport`` and prints the summary at the end.
+and attach the tally, and the bugs the test found (harness/triage), to the
+test's report as a user property, which xdist ships to the controller; the
+controller gathers them in ``pytest_runtest_logreport``, merges the bugs of
+each implementation across checks (one entry per distinct bug), prints the
+summary and writes it to ``DIR/summary.json`` (contract section 4), once, at
+the end of the run, atomically.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness import coverage, oracle
 from harness.checks import REGISTRY
+from harness.failures import atomic_write
 from harness.loader import Implementation
 from harness.problem import OPS
+from harness.triage.catalog import Bug, merge
+from harness.triage.search import BUGS
+
+SUMMARY_FILE = "summary.json"
 
 PROPERTY = "conv_harness"
 _TALLY = pytest.StashKey[Counter]()
@@ -26,13 +37,15 @@ _TALLY = pytest.StashKey[Counter]()
 class ImplementationRecord:
     outcomes: dict[tuple[str, str], str] = field(default_factory=dict)  # (check, op) -> outcome
     tally: Counter = field(default_factory=Counter)
+    bugs: list[Bug] = field(default_factory=list)  # as each test found them, not merged
 
 
 class Summary:
     """The controller's record of the run, filled from test reports."""
 
-    def __init__(self, implementations: list[Implementation]):
+    def __init__(self, implementations: list[Implementation], failures_dir: Path | None = None):
         self.implementations = implementations
+        self.failures_dir = failures_dir
         self.records: dict[str, ImplementationRecord] = defaultdict(ImplementationRecord)
         self.torch_missing = False  # as the processes that ran the tests found it
 
@@ -56,6 +69,7 @@ class Summary:
             report.user_properties.append((PROPERTY, {
                 "impl": target.impl.name, "op": target.op, "check": marker.args[0],
                 "tally": dict(item.stash.get(_TALLY, Counter())),
+                "bugs": item.stash.get(BUGS, []),
                 "torch": oracle.torch_available()}))
         return report
 
@@ -70,7 +84,40 @@ class Summary:
             if record.outcomes.get(slot) != "failed":
                 record.outcomes[slot] = outcome
             record.tally.update(value["tally"])
+            record.bugs += [Bug.from_json(raw) for raw in value.get("bugs", [])]
             self.torch_missing |= value.get("torch") is False
+
+    def distinct_bugs(self, impl: Implementation) -> list[Bug]:
+        record = self.records.get(impl.name, ImplementationRecord())
+        return merge(record.bugs, list(REGISTRY))
+
+    def as_json(self) -> dict[str, Any]:
+        """Contract section 4's summary.json."""
+        out = []
+        for impl in self.implementations:
+            record = self.records.get(impl.name, ImplementationRecord())
+            failed = any(o == "failed" for o in record.outcomes.values())
+            bugs = []
+            for bug in self.distinct_bugs(impl):
+                entry = bug.to_json()
+                entry["explanation"] = {"minimal": bug.params, "changes": entry["explanation"]}
+                del entry["report"]
+                bugs.append(entry)
+            out.append({"impl": impl.spec, "verdict": "failed" if failed else (
+                "passed" if record.outcomes else "nothing ran"),
+                "examples": record.tally.get("examples", 0), "bugs": bugs})
+        return {"implementations": out}
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if hasattr(session.config, "workerinput") or self.failures_dir is None:
+            return  # an xdist worker: the controller writes it
+        if not self.records:
+            return  # no conformance test ran (a replay, or other tests)
+        try:
+            atomic_write(self.failures_dir / SUMMARY_FILE,
+                         json.dumps(self.as_json(), indent=1) + "\n")
+        except OSError:
+            pass
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.records:  # no conformance test ran (a replay, or other tests)
@@ -83,6 +130,8 @@ class Summary:
         for impl in self.implementations:
             for line in self.describe(impl):
                 write(line)
+        if self.failures_dir is not None:
+            write(f"(this summary as JSON: {self.failures_dir / SUMMARY_FILE})")
 
     def describe(self, impl: Implementation) -> list[str]:
         record = self.records.get(impl.name, ImplementationRecord())
@@ -92,6 +141,18 @@ class Summary:
         verdict = ("FAILED: " + ", ".join(failed)) if failed else (
             "passed" if record.outcomes else "nothing ran")
         lines = [f"{impl.name} [{impl.spec}]: {verdict}"]
+        bugs = self.distinct_bugs(impl)
+        if bugs:
+            lines.append(f"  distinct bugs: {len(bugs)}")
+            for i, bug in enumerate(bugs, 1):
+                lines.append(f"  {i}. {bug.failure} wrong" if bug.failure in (
+                    "forward", "grad_input", "grad_weight", "grad_bias") else f"  {i}. {bug.failure}")
+                lines[-1] += (f" ({bug.function})" if bug.function else "") + \
+                    f", seen by {', '.join(bug.checks)}"
+                lines.append(f"     minimal: {bug.problem.describe()}")
+                lines.append(f"     trigger: {bug.trigger}")
+                if bug.case_file:
+                    lines.append(f"     case file: {bug.case_file}")
         if ops:
             width = max(len(c) for c in REGISTRY) + 2
             lines.append("  " + "check".ljust(width) + "".join(op.ljust(18) for op in ops))

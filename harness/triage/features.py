@@ -1,0 +1,200 @@
+"""The features of a problem a bug may depend on, and problems that differ in one.
+
+A feature is a parameter a person would name in a bug report: stride,
+padding, kernel, dilation, the number of positions, the stride remainder
+(per spatial axis); groups, channels per group, batch, dtype, memory layout,
+bias (for the whole problem). Each has a trivial value, the one the
+strategies shrink towards (stride 1, padding 0, ..., float64, C order).
+
+`with_feature` changes one feature of a problem and keeps the others,
+rebuilding the input size so that the problem stays valid: a convolution
+axis is (kernel, stride, padding, dilation, outputs, remainder), and its
+input size follows from them, as in strategies/problems.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from harness.capabilities import Capabilities
+from harness.problem import ARRAY_NAMES, LAYOUTS, ConvProblem, conv_output_length
+
+#: per spatial axis; "outputs" is the number of output positions of a plain
+#: convolution and of input positions of a transposed one
+AXIS_FEATURES: tuple[str, ...] = ("stride", "remainder", "padding", "kernel", "dilation",
+                                  "outputs", "output_padding")
+GLOBAL_FEATURES: tuple[str, ...] = ("groups", "in_channels", "out_channels", "batch", "dtype",
+                                    "layout", "bias")
+FEATURES: tuple[str, ...] = AXIS_FEATURES + GLOBAL_FEATURES
+NUMERIC: frozenset[str] = frozenset(AXIS_FEATURES) | {"groups", "in_channels", "out_channels",
+                                                      "batch"}
+#: what the text calls each feature
+LABELS = {"in_channels": "in channels per group", "out_channels": "out channels per group",
+          "remainder": "stride remainder", "output_padding": "output_padding"}
+
+
+def trivial(feature: str, caps: Capabilities) -> Any:
+    """The value shrinking heads for."""
+    if feature in ("padding", "remainder", "output_padding"):
+        return 0
+    if feature == "dtype":
+        return caps.dtypes[0]
+    if feature == "layout":
+        return "C"
+    if feature == "bias":
+        return not caps.bias_none
+    return 1
+
+
+def _axis_values(p: ConvProblem, axis: int) -> dict[str, int]:
+    n, k, s, pad, d = (p.input_size[axis], p.kernel_size[axis], p.stride[axis],
+                       p.padding[axis], p.dilation[axis])
+    out = {"stride": s, "padding": pad, "kernel": k, "dilation": d,
+           "output_padding": p.output_padding[axis]}
+    if p.spec.transposed:
+        out.update(outputs=n, remainder=0)
+    else:
+        o = conv_output_length(n, k, s, pad, d)
+        out.update(outputs=o, remainder=max(0, (n + 2 * pad - d * (k - 1) - 1) - (o - 1) * s))
+    return out
+
+
+def values(p: ConvProblem, layouts: dict[str, str]) -> dict[str, Any]:
+    """Every feature's value: a tuple (one per axis) or a scalar; layout as the set used."""
+    axes = [_axis_values(p, a) for a in range(len(p.input_size))]
+    out: dict[str, Any] = {f: tuple(ax[f] for ax in axes) for f in AXIS_FEATURES}
+    out.update(groups=p.groups, in_channels=p.in_channels // p.groups,
+               out_channels=p.out_channels // p.groups, batch=p.batch, dtype=p.dtype,
+               bias=p.bias, layout=_layout(layouts))
+    return out
+
+
+def _layout(layouts: dict[str, str]) -> str:
+    """One name for the layouts of a problem's arrays: C, or the first other one."""
+    others = [layouts[name] for name in ARRAY_NAMES if layouts.get(name, "C") != "C"]
+    return others[0] if others else "C"
+
+
+def non_trivial(p: ConvProblem, layouts: dict[str, str], caps: Capabilities) -> list[str]:
+    v = values(p, layouts)
+    return [f for f in FEATURES
+            if (any(x != trivial(f, caps) for x in v[f]) if f in AXIS_FEATURES
+                else v[f] != trivial(f, caps))]
+
+
+def main_axis(p: ConvProblem, layouts: dict[str, str], caps: Capabilities) -> int:
+    """The axis with the most non-trivial features (the first on a tie)."""
+    v = values(p, layouts)
+    counts = [sum(v[f][a] != trivial(f, caps) for f in AXIS_FEATURES)
+              for a in range(len(p.input_size))]
+    return counts.index(max(counts))
+
+
+def _rebuild_axis(p: ConvProblem, axis: int, a: dict[str, int],
+                  keep_size: bool) -> dict[str, int] | None:
+    """The axis's (input size, padding, output_padding) for the features ``a``; None if invalid.
+
+    The number of outputs and the remainder are kept, as the strategies
+    draw them; where that needs an input of fewer than one position (more
+    padding, say) and ``keep_size``, the input size is kept instead.
+    """
+    k, s, pad, d = a["kernel"], a["stride"], a["padding"], a["dilation"]
+    if min(k, s, d) < 1 or pad < 0:
+        return None
+    n = p.input_size[axis]
+    if p.spec.transposed:
+        n = a["outputs"]
+        op = min(a["output_padding"], max(s, d) - 1)
+        if n < 1 or op < 0 or pad > ((n - 1) * s + d * (k - 1) + op) // 2:
+            return None
+        return {"size": n, "padding": pad, "output_padding": op}
+    o, r = a["outputs"], a["remainder"]
+    if o < 1 or not 0 <= r < s:
+        return None
+    size = (o - 1) * s + d * (k - 1) + 1 + r - 2 * pad
+    if size < 1:  # padding alone covers the kernel: not this many positions
+        if keep_size and n + 2 * pad >= d * (k - 1) + 1:
+            return {"size": n, "padding": pad, "output_padding": 0}
+        return None
+    n = size
+    assert conv_output_length(n, k, s, pad, d) == o
+    return {"size": n, "padding": pad, "output_padding": 0}
+
+
+def with_feature(p: ConvProblem, layouts: dict[str, str], feature: str, value: Any,
+                 axes: tuple[int, ...]) -> tuple[ConvProblem, dict[str, str]] | None:
+    """``p`` with ``feature`` set to ``value`` (on ``axes`` for an axis feature); None if invalid."""
+    layouts = dict(layouts)
+    if feature in AXIS_FEATURES:
+        if feature == "remainder" and p.spec.transposed:
+            return None
+        if feature == "output_padding" and not p.spec.transposed:
+            return None
+        sizes, paddings, ops = list(p.input_size), list(p.padding), list(p.output_padding)
+        fields = {"kernel": list(p.kernel_size), "stride": list(p.stride),
+                  "dilation": list(p.dilation)}
+        for axis in axes:
+            a = _axis_values(p, axis)
+            a[feature] = value
+            rebuilt = _rebuild_axis(p, axis, a, feature in ("stride", "padding", "kernel",
+                                                            "dilation"))
+            if rebuilt is None:
+                return None
+            sizes[axis], paddings[axis], ops[axis] = (rebuilt["size"], rebuilt["padding"],
+                                                      rebuilt["output_padding"])
+            for name in fields:
+                fields[name][axis] = a[name]
+        new = dataclasses.replace(
+            p, input_size=tuple(sizes), padding=tuple(paddings), output_padding=tuple(ops),
+            kernel_size=tuple(fields["kernel"]), stride=tuple(fields["stride"]),
+            dilation=tuple(fields["dilation"]))
+        return new, layouts
+    if feature in ("in_channels", "out_channels", "groups"):
+        per_in, per_out = p.in_channels // p.groups, p.out_channels // p.groups
+        groups = value if feature == "groups" else p.groups
+        per_in = value if feature == "in_channels" else per_in
+        per_out = value if feature == "out_channels" else per_out
+        if min(groups, per_in, per_out) < 1:
+            return None
+        return dataclasses.replace(p, groups=groups, in_channels=groups * per_in,
+                                   out_channels=groups * per_out), layouts
+    if feature == "batch":
+        return (dataclasses.replace(p, batch=value), layouts) if value >= 1 else None
+    if feature == "dtype":
+        return dataclasses.replace(p, dtype=value), layouts
+    if feature == "bias":
+        if value:
+            layouts.setdefault("bias", "C")
+        else:
+            layouts.pop("bias", None)
+        return dataclasses.replace(p, bias=value), layouts
+    if feature == "layout":
+        if value not in LAYOUTS:
+            return None
+        return p, {name: value for name in layouts}
+    raise ValueError(f"unknown feature {feature!r}; expected one of {FEATURES}")
+
+
+def candidates(feature: str, current: Any, caps: Capabilities, p: ConvProblem,
+               axis: int | None) -> list[Any]:
+    """The values tried for ``feature``: the trivial one, small ones, and next to the current."""
+    if feature == "dtype":
+        return list(caps.dtypes)
+    if feature == "layout":
+        return ["C"] if caps.contiguous_only else list(LAYOUTS)
+    if feature == "bias":
+        return [False, True] if caps.bias_none else [True]
+    if feature == "dilation" and not caps.dilation:
+        return [1]
+    if feature == "groups" and not caps.groups:
+        return [1]
+    if feature == "remainder":
+        return list(range(max(p.stride[axis], 1))) if axis is not None else [0]
+    if feature == "output_padding":
+        return list(range(max(p.stride[axis], p.dilation[axis]))) if axis is not None else [0]
+    low = 0 if feature == "padding" else 1
+    tried = {low, low + 1, low + 2, current - 1, current, current + 1}
+    if feature in ("stride", "kernel"):
+        tried.add(low + 3)
+    return sorted(v for v in tried if v >= low)

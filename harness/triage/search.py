@@ -1,0 +1,210 @@
+"""Every distinct bug of a check from one run: explain, exclude, search again.
+
+Hypothesis shrinks the first failure a conformance test finds; this plugin
+then explains it (harness/triage/explain.py: which single changes keep it
+failing, and its trigger) and runs the same check again as a new Hypothesis
+search in which failures that bug covers (same kind, same function, trigger
+matched) do not count. Each further bug is shrunk, saved and explained the
+same way, until ``--conv-max-bugs`` bugs (default 3) or a search finds
+nothing more in its examples.
+
+Why follow-up searches, not only Hypothesis's ``report_multiple_bugs``:
+Hypothesis tells bugs apart by where the exception is raised, and every
+failure of a check is raised at one place; two grad_input bugs with
+different triggers are one origin to it. Excluding a bug by its trigger is
+what separates them, and each follow-up is an ordinary Hypothesis search
+(its own example-database entry, shrinking, final replay).
+
+Each test (implementation x operation x check) gets its own example-database
+key, derived from what the implementation spec resolves to (a file's path,
+a module's name), so one implementation never replays another's examples.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, strategies as st
+
+from harness import suite
+from harness.loader import _is_path, split_spec
+from harness.plugin import Target
+from harness.triage.catalog import Bug
+from harness.triage.explain import explain, failure_probe
+
+DEFAULT_MAX_BUGS = 3
+BUGS = pytest.StashKey[list[dict[str, Any]]]()
+
+
+class BugsFound(AssertionError):
+    """A conformance test's verdict: the bugs it found; the message is the whole report."""
+
+
+def identity(spec: str) -> str:
+    """What a spec resolves to: a file's path (relative to the working folder when inside
+    it, so that clones on two machines agree), or a module's dotted name; with ``:attr``."""
+    module, attr = split_spec(spec)
+    if _is_path(module):
+        path = Path(module).expanduser().resolve()
+        try:
+            module = path.relative_to(Path.cwd()).as_posix()
+        except ValueError:
+            module = path.as_posix()
+    return module + (f":{attr}" if attr else "")
+
+
+def database_key(target: Target, check: str, known: list[Bug] = ()) -> bytes:
+    """The example-database key of one search: implementation, operation, check, and
+    for a follow-up search the bugs it excludes."""
+    key = f"conv-harness:{identity(target.impl.spec)}:{target.op}:{check}"
+    if known:
+        excluded = json.dumps([[b.failure, b.function, [c.to_json() for c in b.conditions]]
+                               for b in known], sort_keys=True)
+        key += ":excluding:" + hashlib.sha256(excluded.encode()).hexdigest()[:16]
+    return key.encode()
+
+
+def _set_key(test: Any, key: bytes) -> None:
+    """Give a @given test its own database key, as Hypothesis's pytest plugin does for
+    @pytest.mark.parametrize (its ``_hypothesis_internal_add_digest``)."""
+    inner = getattr(getattr(test, "hypothesis", None), "inner_test", None)
+    if inner is not None:
+        inner._hypothesis_internal_add_digest = key
+
+
+def _take_found() -> list[suite.Found]:
+    found = list(suite.FOUND)
+    suite.FOUND.clear()
+    return found
+
+
+def follow_up(target: Target, check: str, known: list[Bug]) -> list[suite.Found]:
+    """One more Hypothesis search of ``check`` in which the ``known`` bugs do not count."""
+    excluded = tuple(known)
+
+    @given(data=st.data())
+    def search(data: st.DataObject) -> None:
+        suite.run(target, check, data, known=excluded)
+
+    _set_key(search, database_key(target, check, known))
+    suite.FOUND.clear()
+    try:
+        search()
+    except Exception:  # noqa: BLE001 - what it found is in FOUND; anything else ends the search
+        return _take_found()
+    return []
+
+
+def describe(found: suite.Found, max_calls_note: bool = False) -> Bug:
+    """Explain a shrunk failure and make it a `Bug`."""
+    target, failure = found.target, found.failure
+    case = failure.case if failure.case is not None else found.drawn
+    explanation = explain(case, failure_probe(target.impl, failure, target.timeout),
+                          target.impl.capabilities)
+    case_file = None
+    if found.case_file is not None:
+        case_file = os.path.relpath(found.case_file, target.failures_dir)
+    bug = Bug(check=found.check, failure=failure.check, function=failure.function,
+              op=case.problem.op, params=case.problem.params(),
+              layouts={k: v for k, v in case.layouts.items()}, trigger=explanation.one_line(),
+              conditions=list(explanation.trigger), explanation=list(explanation.rows),
+              case_file=case_file)
+    bug.report = _bug_text(found, explanation)
+    return bug
+
+
+def _bug_text(found: suite.Found, explanation) -> str:
+    lines = [found.text, f"trigger:   {explanation.one_line()}"]
+    if explanation.rows:
+        lines.append("explanation: single changes to this problem, with fresh data "
+                     f"(* its own value; {explanation.calls} calls):")
+        lines.append(explanation.table())
+    if found.case_file is not None:
+        lines += suite.saved_lines(found.case_file)
+    else:
+        lines.append(f"(could not save the case file in {found.target.failures_dir})")
+    return "\n".join(lines)
+
+
+def triage(target: Target, check: str, first: list[suite.Found], max_bugs: int) -> tuple[
+        list[Bug], str]:
+    """The bugs of one check: the first found, then follow-up searches; and why it stopped."""
+    bugs = [describe(found) for found in first[:1]]
+    known = list(bugs)
+    stop = f"stopped at --conv-max-bugs {max_bugs}"
+    for _ in range(max_bugs + 2):  # a duplicate costs a round, never an endless loop
+        if len(bugs) >= max_bugs:
+            break
+        found = follow_up(target, check, known)
+        if not found:
+            stop = ("a further search, with the bugs above not counted, found nothing else"
+                    if len(bugs) == len(known) else "no further distinct bug found")
+            break
+        bug = describe(found[0])
+        known.append(bug)
+        if not any(old.same_as(bug) for old in bugs):
+            bugs.append(bug)
+    return bugs, stop
+
+
+def report(target: Target, check: str, bugs: list[Bug], stop: str, notes: list[str]) -> str:
+    n = len(bugs)
+    head = (f"{target.impl.spec} {target.op}: check {check!r} found {n} distinct "
+            f"bug{'s' if n != 1 else ''} ({stop})")
+    parts = [head]
+    for i, bug in enumerate(bugs, 1):
+        parts.append(f"--- bug {i} of {n} " + "-" * 50)
+        parts.append(bug.report)
+    parts += notes
+    return "\n".join(parts)
+
+
+def _hypothesis_notes(exc: BaseException) -> list[str]:
+    """Hypothesis's own reproduction lines (a ``@reproduce_failure`` blob, a seed), if any."""
+    notes = getattr(exc, "__notes__", None) or []
+    return [n for n in notes if "reproduce_failure" in n or "hypothesis-seed" in n]
+
+
+def conformance_target(item: pytest.Item) -> tuple[Target, str] | tuple[None, None]:
+    marker = item.get_closest_marker("conv_check")
+    callspec = getattr(item, "callspec", None)
+    target = callspec.params.get("target") if callspec else None
+    if marker is None or not isinstance(target, Target):
+        return None, None
+    return target, marker.args[0]
+
+
+class BugSearch:
+    """The pytest side: database keys, follow-up searches, and the test's report."""
+
+    def __init__(self, max_bugs: int = DEFAULT_MAX_BUGS):
+        self.max_bugs = max_bugs
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_runtest_call(self, item: pytest.Item):
+        target, check = conformance_target(item)
+        if target is None:
+            return (yield)
+        _set_key(item.obj, database_key(target, check))
+        suite.FOUND.clear()
+        try:
+            return (yield)
+        except Exception as exc:
+            first = _take_found()
+            if not first:
+                raise
+            bugs, stop = triage(target, check, first, self.max_bugs)
+            item.stash[BUGS] = [bug.to_json() for bug in bugs]
+            raise BugsFound(report(target, check, bugs, stop, _hypothesis_notes(exc))) from None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        report_ = yield
+        if call.excinfo is not None and isinstance(call.excinfo.value, BugsFound):
+            report_.longrepr = str(call.excinfo.value)
+        return report_
