@@ -576,39 +576,29 @@ def _window_extent(kernel: Ints, stride: Ints, dilation: Ints, out_size: Ints) -
 def _images_gemm(cols: np.ndarray, wmg: np.ndarray, out: np.ndarray) -> None:
     """out[i] = wmg @ cols[:, i] for every image i of a window copy ``cols``
     (rows, images, positions), ``out`` (images, C_out/G, positions): one GEMM
-    per image, in one batched einsum (the weight broadcast along images).
+    per image, in one ``np.matmul`` call (the weight broadcast along images)
+    that writes straight into ``out``.
 
-    The operands are written in the order that NumPy hands to matmul
-    unchanged (its einsum reverses a pair), so the result is written
-    straight into ``out``; the other order made it a transposing copy (1.5x
-    slower). A single image takes the 2-D form: a batch axis of length one
-    would be summed out of the window copy by a copying c_einsum.
+    ``np.matmul``, not ``np.einsum``: NumPy 2's einsum hands a pair to
+    matmul after parsing the spec and planning the path on every call,
+    about 75 us per call, which was 10% of a 64->64 forward.
     """
-    if cols.shape[1] == 1:
-        lhs = cols[:, 0]
-        np.einsum("kq,ok->oq", lhs, wmg, out=out[0],
-                  optimize=_path("kq,ok->oq", lhs.shape, wmg.shape))
-        return
-    lhs = cols.transpose(1, 0, 2)
-    wb = np.broadcast_to(wmg, (cols.shape[1],) + wmg.shape)
-    np.einsum("nkq,nok->noq", lhs, wb, out=out,
-              optimize=_path("nkq,nok->noq", lhs.shape, wb.shape))
+    np.matmul(wmg, cols.transpose(1, 0, 2), out=out)
 
 
 def _images_weight_gemm(cols: np.ndarray, gos: np.ndarray, part: np.ndarray) -> np.ndarray:
-    """sum_i gos[i] @ cols[:, i]^T, (C_out/G, rows), for a window copy ``cols``
+    """sum_i cols[:, i] @ gos[i]^T, (rows, C_out/G), for a window copy ``cols``
     (rows, images, positions) and the images' grad-output ``gos`` (images,
-    C_out/G, positions), as it is laid out (no copy): one batched einsum
-    into ``part`` (images, C_out/G, rows), summed over images in order (see
-    ``_images_gemm`` for the operand order and the single image)."""
-    if cols.shape[1] == 1:
-        lhs = cols[:, 0]
-        return np.einsum("kq,oq->ok", lhs, gos[0], out=part[0],
-                         optimize=_path("kq,oq->ok", lhs.shape, gos[0].shape))
-    lhs = cols.transpose(1, 0, 2)
-    np.einsum("nkq,noq->nok", lhs, gos, out=part,
-              optimize=_path("nkq,noq->nok", lhs.shape, gos.shape))
-    return part.sum(axis=0)
+    C_out/G, positions), as it is laid out (no copy): one ``np.matmul``
+    into ``part`` (images, rows, C_out/G), summed over images in order.
+
+    The transposed weight gradient (rows x C_out/G), not (C_out/G x rows):
+    with few output channels OpenBLAS's float32 kernels run far below their
+    peak on the C_out/G-row orientation (measured, Zen 5 with the SkylakeX
+    kernels: 142 vs 205 GFLOP/s on 64 x 1024 x 577, 95 vs 187 on 32 x 1024 x
+    801; float64 even)."""
+    np.matmul(cols.transpose(1, 0, 2), gos.transpose(0, 2, 1), out=part)
+    return part[0] if part.shape[0] == 1 else part.sum(axis=0)
 
 
 def _exact_correlate(a: np.ndarray, lo: Optional[Ints], wm: np.ndarray, out: np.ndarray,
@@ -650,11 +640,129 @@ def _exact_correlate(a: np.ndarray, lo: Optional[Ints], wm: np.ndarray, out: np.
                 _images_gemm(cols, wm[g], out3[n0:n1, g * og:(g + 1) * og])
             else:
                 lhs = cols.reshape(rows, (n1 - n0) * q)
-                res = np.einsum("kq,ok->oq", lhs, wm[g],
-                                optimize=_path("kq,ok->oq", lhs.shape, wm[g].shape))
+                res = np.matmul(wm[g], lhs)
                 out[n0:n1, g * og:(g + 1) * og] = np.moveaxis(
                     res.reshape((og, n1 - n0) + tuple(out_size)), 0, 1)
     return out
+
+
+#: channels per copy when an image is transposed to channels-last: a whole
+#: (C, H, W) -> (H, W, C) copy reads with a stride of H*W elements, often a
+#: power of two, and thrashes the cache's sets (98 vs 38 us for 64x32x32)
+NHWC_BLOCK = 8
+
+
+class _PlacedImagesNHWC:
+    """``_PlacedImages`` channels-last: ``placed[n0:n1]`` is the (n1 - n0,
+    *size, C) chunk of images placed at offset ``lo`` among zeros, copied
+    from the (N, C, *S) array a block of channels at a time."""
+
+    def __init__(self, a: np.ndarray, lo: Ints, size: Ints, images: int, dtype: np.dtype):
+        self.a = a
+        self.buf = np.zeros((images,) + tuple(size) + (a.shape[1],), dtype=dtype)
+        self.index = _placement(lo, size, a.shape[2:])
+
+    def __getitem__(self, images: slice) -> np.ndarray:
+        out = self.buf[:images.stop - images.start]
+        if self.index is not None:
+            dst, src = self.index
+            c = self.a.shape[1]
+            nd = self.a.ndim
+            for c0 in range(0, c, NHWC_BLOCK):
+                c1 = min(c, c0 + NHWC_BLOCK)
+                out[(slice(None),) + dst + (slice(c0, c1),)] = self.a[
+                    (images, slice(c0, c1)) + src].transpose((0,) + tuple(range(2, nd)) + (1,))
+        return out
+
+
+def _exact_correlate_nhwc(a: np.ndarray, lo: Optional[Ints], wm: np.ndarray,
+                          out: np.ndarray, kernel: Ints, stride: Ints, dilation: Ints,
+                          bias: Optional[np.ndarray]) -> np.ndarray:
+    """``_exact_correlate`` with a channels-last window copy, for float32.
+
+    The window copy of a chunk is (images, positions, taps * channels),
+    copied from the chunk's images placed channels-last (``_PlacedImagesNHWC``,
+    so each position's taps are runs of channels, contiguous on both sides),
+    and each image's GEMM is (positions x rows) @ (rows x C_out/G), whose
+    result is transposed into ``out`` while in cache. Why: OpenBLAS's float32
+    kernels (SkylakeX, on this project's Zen 5 machine) run the C_out/G-row
+    orientation of ``_exact_correlate`` well below their peak when C_out/G
+    is small (GFLOP/s, 64 x 577 x 1024: 155 vs 215; 32 x 801 x 1024: 85-110
+    vs 190), and the channels-last copy has long contiguous runs (37 vs 89 us
+    per 64-channel 32x32 image); the transposes cost 38 + 32 us of that.
+    float64's kernels run both orientations alike, so float64 keeps
+    ``_exact_correlate``. Chunks: whole images, or blocks of output rows of
+    one image, so that the window copy is about CHUNK_BYTES.
+    """
+    n, G, og = out.shape[0], wm.shape[0], wm.shape[1]
+    cg = a.shape[1] // G
+    out_size = tuple(out.shape[2:])
+    nd = len(kernel)
+    q, T = math.prod(out_size), math.prod(kernel)
+    rows = T * cg + (bias is not None)
+    if bias is not None:  # bias as the weight of a column of ones
+        wm = np.concatenate([wm, bias.reshape(G, og, 1).astype(wm.dtype)], axis=2)
+    wt = np.ascontiguousarray(wm.transpose(0, 2, 1))  # (G, rows, og)
+    ext = _window_extent(kernel, stride, dilation, out_size)
+    per_row = q // out_size[0]  # positions of one output row (first axis)
+    image_bytes = rows * q * out.itemsize
+    if image_bytes <= CHUNK_BYTES:
+        m, r = max(1, min(n, CHUNK_BYTES // image_bytes)), out_size[0]
+    else:
+        m = 1
+        r = max(1, min(out_size[0], CHUNK_BYTES // (rows * per_row * out.itemsize)))
+        count = -(-out_size[0] // r)
+        r = -(-out_size[0] // count)  # balance the blocks
+    images = _PlacedImagesNHWC(a, (0,) * nd if lo is None else lo, ext, m, out.dtype)
+    cols = np.empty((m, r * per_row, rows), dtype=out.dtype)
+    if bias is not None:
+        cols[..., -1] = 1
+    res = np.empty((m, r * per_row, og), dtype=out.dtype)
+    out3 = out.reshape(n, G * og, q) if out.flags.c_contiguous else None
+    for n0 in range(0, n, m):
+        n1 = min(n, n0 + m)
+        b = n1 - n0
+        src = images[n0:n1]
+        st = src.strides
+        for i0 in range(0, out_size[0], r):
+            i1 = min(out_size[0], i0 + r)
+            p = (i1 - i0) * per_row
+            c, rs = cols[:b, :p], res[:b, :p]
+            for g in range(G):
+                base = src[(slice(None), slice(i0 * stride[0], None))
+                           + (slice(None),) * (nd - 1) + (slice(g * cg, (g + 1) * cg),)]
+                win = as_strided(
+                    base, shape=(b, i1 - i0) + out_size[1:] + tuple(kernel) + (cg,),
+                    strides=(st[0],) + tuple(x * s for x, s in zip(st[1:-1], stride))
+                    + tuple(x * d for x, d in zip(st[1:-1], dilation)) + (st[-1],),
+                    writeable=False)
+                c[..., :T * cg].reshape(win.shape)[...] = win
+                np.matmul(c, wt[g], out=rs)
+                if out3 is not None:
+                    out3[n0:n1, g * og:(g + 1) * og, i0 * per_row:i1 * per_row] = \
+                        rs.transpose(0, 2, 1)
+                else:
+                    out[n0:n1, g * og:(g + 1) * og, i0:i1] = rs.transpose(0, 2, 1).reshape(
+                        (b, og, i1 - i0) + out_size[1:])
+    return out
+
+
+#: fewest rows (taps * channels per group) of a window copy for the
+#: channels-last path: the 3-channel first layer's 27 rows have runs too
+#: short for the transposes to pay (its forward 1.5x slower channels-last),
+#: while 64 channels (577 rows) gain; 32 also lets the conformance suite's
+#: larger kernels (4x4 with 2-3 channels per group, most 3-D kernels) run
+#: this path, not only the benchmark's layers
+NHWC_MIN_ROWS = 32
+
+
+def _correlate_fn(dtype: np.dtype, rows: int):
+    """The exact-window correlation for a dtype and a window copy of ``rows``
+    rows: channels-last for float32 (see ``_exact_correlate_nhwc``) unless
+    the rows are few, channels-first otherwise."""
+    if dtype == np.float32 and rows >= NHWC_MIN_ROWS:
+        return _exact_correlate_nhwc
+    return _exact_correlate
 
 
 def _tap_major(plan: Plan, w: np.ndarray) -> np.ndarray:
@@ -669,8 +777,9 @@ def _exact_forward(plan: Plan, x: np.ndarray, w: np.ndarray,
                    bias: Optional[np.ndarray]) -> np.ndarray:
     """Forward pass of the exact-window path."""
     y = np.empty((plan.n, plan.c_out) + plan.out_size, dtype=plan.dtype)
-    return _exact_correlate(x, plan.padding, _tap_major(plan, w), y, plan.kernel, plan.stride,
-                            plan.dilation, bias)
+    correlate = _correlate_fn(plan.dtype, plan.taps * plan.cg)
+    return correlate(x, plan.padding, _tap_major(plan, w), y, plan.kernel, plan.stride,
+                     plan.dilation, bias)
 
 
 def _exact_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.ndarray,
@@ -703,8 +812,8 @@ def _exact_weight_grad(plan: Plan, x: np.ndarray, go: np.ndarray, want_bias: boo
     m = _exact_images(rows, q, plan.dtype.itemsize, plan.n)
     placed = _PlacedImages(x, plan.padding, plan.need, m, plan.dtype)
     buf = np.empty(rows * m * q, dtype=plan.dtype)
-    wgrad = np.zeros((G, og, rows), dtype=plan.dtype)
-    part = np.empty((m, og, rows), dtype=plan.dtype)
+    wgrad = np.zeros((G, rows, og), dtype=plan.dtype)  # transposed, see _images_weight_gemm
+    part = np.empty((m, rows, og), dtype=plan.dtype)
     go3 = go.reshape(plan.n, plan.c_out, q)
     for n0 in range(0, plan.n, m):
         n1 = min(plan.n, n0 + m)
@@ -717,9 +826,9 @@ def _exact_weight_grad(plan: Plan, x: np.ndarray, go: np.ndarray, want_bias: boo
                           plan.stride, D, plan.out_size)
             wgrad[g] += _images_weight_gemm(cols, go3[n0:n1, g * og:(g + 1) * og],
                                             part[:n1 - n0])
-    gb = wgrad[:, :, -1].reshape(plan.c_out) if want_bias else None
+    gb = np.ascontiguousarray(wgrad[:, -1, :]).reshape(plan.c_out) if want_bias else None
     gw = np.ascontiguousarray(
-        wgrad[:, :, :T * cg].reshape(G, og, T, cg).transpose(0, 1, 3, 2)).reshape(
+        wgrad[:, :T * cg, :].reshape(G, T, cg, og).transpose(0, 3, 2, 1)).reshape(
             (plan.c_out, cg) + plan.kernel)
     return gw, gb
 
@@ -746,10 +855,9 @@ def _flat_input_grad(plan: Plan, w: np.ndarray, go: np.ndarray) -> np.ndarray:
         q0, size, _ = _chunk_geometry(plan, chunk)
         gc = gbuf[:, :size]
         _valid(plan, gc, chunk)[...] = _out_block(go, chunk, slice(None))
-        path = _path("oq,ok->kq", (og, size), (og, T * cg))
         for g in range(G):
             rows = slice(g * cg, (g + 1) * cg)
-            d = np.einsum("oq,ok->kq", gc[g * og:(g + 1) * og], wm[g], optimize=path,
+            d = np.matmul(wm[g].T, gc[g * og:(g + 1) * og],
                           out=dbuf[:, :size]).reshape(T, cg, size)
             for t, off in enumerate(plan.offsets):
                 dst = dxf[rows, off + q0: off + q0 + size]
@@ -820,7 +928,8 @@ def _exact_input_grad(plan: Plan, w: np.ndarray, go: np.ndarray) -> np.ndarray:
                 slice(l - a[3], None) for l, a in zip(lo, axes))], None
         else:
             src, src_lo = go, tuple(a[3] for a in axes)
-        _exact_correlate(src, src_lo, wt, out, kernel, (1,) * len(kernel), step, None)
+        _correlate_fn(plan.dtype, kp * og)(src, src_lo, wt, out, kernel, (1,) * len(kernel), step,
+                                  None)
     return gx
 
 
