@@ -14,9 +14,10 @@ cannot be loaded) is found in `pytest_configure`, before collection, and is
 one `pytest.UsageError` (exit status 4) naming the file and the problem.
 
 The same machinery replays the committed regression corpus
-(tests/regressions/*.json, see tests/conformance/test_regressions.py) on
-every run against every implementation under test; those tests are moved
-to the front of the run, before any random search.
+(tests/regressions/*.json, see harness/conformance/test_regressions.py;
+installed, the copy the wheel carries) on every run against every
+implementation under test; those tests are moved to the front of the run,
+before any random search.
 
 This module is a ``pytest11`` entry point (``conv_harness_replay``), loaded
 before any conftest; `harness.plugin` loads the implementations first.
@@ -34,8 +35,24 @@ from harness.calling import CheckFailure
 from harness.failures import CaseFileError, load_case, script_path
 from harness.loader import Implementation, SpecError, load_implementation, split_spec
 
-REGRESSIONS_DIR = Path(__file__).resolve().parents[1] / "tests" / "regressions"
+def _regressions_dir() -> Path:
+    """The committed corpus: tests/regressions/ of a clone, else the copy the wheel carries.
+
+    A wheel maps tests/regressions/ to the package folder
+    harness/conformance/regressions/ (see pyproject.toml), so the installed
+    suite (``conv-harness``) replays the same cases before its search.
+    """
+    root = Path(__file__).resolve().parents[1]
+    clone = root / "tests" / "regressions"
+    if (root / "pyproject.toml").is_file() and clone.is_dir():
+        return clone
+    return Path(__file__).resolve().parent / "conformance" / "regressions"
+
+
+REGRESSIONS_DIR = _regressions_dir()
 REGRESSION_MARKER = "conv_regression"
+#: JSON files of a failures folder that are not case files (harness/summary.py's)
+NOT_CASE_FILES = frozenset({"summary.json"})
 
 
 @dataclass
@@ -78,7 +95,8 @@ def case_files(paths: list[str], base: Path) -> list[Path]:
         path = Path(raw).expanduser()
         path = path if path.is_absolute() else base / path
         if path.is_dir():
-            found = sorted(p for p in path.glob("*.json") if not p.name.startswith("."))
+            found = sorted(p for p in path.glob("*.json")
+                           if not p.name.startswith(".") and p.name not in NOT_CASE_FILES)
             if not found:
                 raise pytest.UsageError(f"--replay {raw}: the folder holds no case files "
                                         "(*.json)")
