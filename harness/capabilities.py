@@ -3,91 +3,256 @@
 Contract section 2: every key is optional, an unknown key or a bad value is an
 error in the implementation's spec (the harness never guesses), and what an
 implementation declares it does not support is never generated for it.
+
+Two refinements (issue 15: TensorFlow's CPU backward takes no groups and
+dilation only in float32, its Conv3D no groups):
+
+- a capability's value may be a tuple of dtype names where it holds,
+  ``"dilation": ("float32",)``: dilation > 1 is generated in float32 only;
+- a contract function's name (``"conv2d_backward"``) may hold a dict of its
+  own, whose keys override the module's for that function.
+
+`Capabilities` keeps both; `for_functions` gives the flat capabilities that
+hold for every function a check calls (a check of ``conv2d`` and
+``conv2d_backward`` draws only what both accept), which is what the
+strategies draw from.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any, Iterable, Mapping, Union
 
-from harness.problem import DTYPES
+from harness.problem import DTYPES, OPS
+
+#: Features an implementation may accept: True (in every dtype), False, or the
+#: dtypes where it accepts them.
+PERMISSIONS: tuple[str, ...] = ("dilation", "groups", "bias_none")
+#: Restrictions an implementation may need: True (in every dtype), False, or
+#: the dtypes where it needs them.
+RESTRICTIONS: tuple[str, ...] = ("square", "contiguous_only")
+
+FUNCTION_NAMES: tuple[str, ...] = tuple(
+    name for op in OPS.values() for name in (op.name, op.backward_name))
+
+#: True, False, or the dtype names where it holds
+PerDtype = Union[bool, tuple[str, ...]]
+
+_DESCRIPTIONS = {
+    "dilation": "dilation > 1",
+    "groups": "groups > 1",
+    "bias_none": "bias=None",
+    "square": "non-square kernel/stride/padding/dilation",
+    "contiguous_only": "non-contiguous inputs",
+}
 
 
 class CapabilitiesError(ValueError):
     """A ``CAPABILITIES`` mapping the harness cannot honour."""
 
 
+def _dtype_tuple(where: str, value: Any, allow_empty: bool) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, (tuple, list, set, frozenset)) or \
+            not all(isinstance(d, str) for d in value):
+        raise CapabilitiesError(f"{where} must be a tuple of dtype names, got {value!r}")
+    bad = sorted(set(value) - set(DTYPES))
+    if bad or (not value and not allow_empty):
+        raise CapabilitiesError(f"{where} = {tuple(value)!r}: must be a "
+                                f"{'' if allow_empty else 'non-empty '}subset of {DTYPES}")
+    # Keep the harness's order (float64 first), so shrinking is the same
+    # whatever order the user wrote.
+    return tuple(d for d in DTYPES if d in value)
+
+
+def _normal(value: PerDtype) -> PerDtype:
+    """A per-dtype value in its simplest form: every dtype is True, none is False."""
+    if isinstance(value, tuple):
+        if set(value) >= set(DTYPES):
+            return True
+        if not value:
+            return False
+    return value
+
+
+def _where(value: PerDtype) -> frozenset[str]:
+    """The dtypes where a per-dtype value holds."""
+    if value is True:
+        return frozenset(DTYPES)
+    if value is False:
+        return frozenset()
+    return frozenset(value)
+
+
 @dataclass(frozen=True)
 class Capabilities:
     dtypes: tuple[str, ...] = DTYPES
-    dilation: bool = True
-    groups: bool = True
-    bias_none: bool = True
-    square: bool = False
-    contiguous_only: bool = False
+    dilation: PerDtype = True
+    groups: PerDtype = True
+    bias_none: PerDtype = True
+    square: PerDtype = False
+    contiguous_only: PerDtype = False
+    #: (function name, its own flat capabilities) for the functions that declare
+    #: any; the fields above are the module's, which hold for every other function
+    functions: tuple[tuple[str, "Capabilities"], ...] = ()
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any] | None) -> "Capabilities":
         if raw is None:
             return cls()
+        module = cls._flat(raw, "CAPABILITIES", allow_functions=True)
+        overrides = []
+        for name in FUNCTION_NAMES:  # the contract's order: the same whatever the dict's
+            if name in raw:
+                own = raw[name]
+                if not isinstance(own, Mapping):
+                    raise CapabilitiesError(
+                        f"CAPABILITIES[{name!r}] must be a dict of {name}'s own capabilities, "
+                        f"got {type(own).__name__}")
+                overrides.append((name, cls._flat({**{k: v for k, v in raw.items()
+                                                       if k not in FUNCTION_NAMES}, **own},
+                                                   f"CAPABILITIES[{name!r}]",
+                                                   allow_functions=False, keys=own)))
+        return replace(module, functions=tuple(overrides))
+
+    @classmethod
+    def _flat(cls, raw: Mapping[str, Any], where: str, allow_functions: bool,
+              keys: Iterable[str] | None = None) -> "Capabilities":
         if not isinstance(raw, Mapping):
-            raise CapabilitiesError(f"CAPABILITIES must be a dict, got {type(raw).__name__}")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(raw) - known)
+            raise CapabilitiesError(f"{where} must be a dict, got {type(raw).__name__}")
+        known = {f.name for f in fields(cls)} - {"functions"}
+        checked = set(raw if keys is None else keys)
+        unknown = sorted(checked - known - (set(FUNCTION_NAMES) if allow_functions else set()))
         if unknown:
-            raise CapabilitiesError(
-                f"unknown CAPABILITIES key(s) {unknown}; known keys are {sorted(known)}")
+            hint = (f"; known keys are {sorted(known)}"
+                    + (" and the contract's function names (conv2d, conv2d_backward, ...)"
+                       if allow_functions else " (a function's dict cannot name functions)"))
+            raise CapabilitiesError(f"unknown {where} key(s) {unknown}{hint}")
         values: dict[str, Any] = {}
         for name, value in raw.items():
+            if name in FUNCTION_NAMES:
+                continue
+            label = f"{where}[{name!r}]" if name in checked else f"CAPABILITIES[{name!r}]"
             if name == "dtypes":
-                if isinstance(value, str) or not all(isinstance(d, str) for d in value):
-                    raise CapabilitiesError(
-                        f"CAPABILITIES['dtypes'] must be a tuple of dtype names, got {value!r}")
-                bad = sorted(set(value) - set(DTYPES))
-                if bad or not value:
-                    raise CapabilitiesError(
-                        f"CAPABILITIES['dtypes'] = {tuple(value)!r}: must be a non-empty "
-                        f"subset of {DTYPES}")
-                # Keep the harness's order (float64 first), so shrinking is the same
-                # whatever order the user wrote.
-                values[name] = tuple(d for d in DTYPES if d in value)
-            else:
-                if not isinstance(value, bool):
-                    raise CapabilitiesError(
-                        f"CAPABILITIES[{name!r}] must be True or False, got {value!r}")
+                values[name] = _dtype_tuple(label, value, allow_empty=False)
+            elif isinstance(value, bool):
                 values[name] = value
+            elif isinstance(value, (tuple, list, set, frozenset)):
+                values[name] = _normal(_dtype_tuple(label, value, allow_empty=True))
+            else:
+                raise CapabilitiesError(
+                    f"{label} must be True or False, or a tuple of the dtype names where it "
+                    f"holds, got {value!r}")
         return cls(**values)
 
-    def excludes(self, case: Any) -> list[str]:
-        """Why these capabilities rule out ``case`` (a `ConvCase`; empty: they do not)."""
+    # -- reading ---------------------------------------------------------------
+    def holds(self, name: str, dtype: str) -> bool:
+        """Whether capability ``name`` (``"dilation"``, ``"square"``, ...) holds in ``dtype``."""
+        return dtype in _where(getattr(self, name))
+
+    def where(self, name: str) -> tuple[str, ...]:
+        """The dtypes (of `dtypes`) in which capability ``name`` holds."""
+        held = _where(getattr(self, name))
+        return tuple(d for d in self.dtypes if d in held)
+
+    def function(self, name: str) -> "Capabilities":
+        """The flat capabilities of one contract function."""
+        own = dict(self.functions)
+        return own[name] if name in own else replace(self, functions=())
+
+    def for_functions(self, functions: Iterable[str]) -> "Capabilities":
+        """Flat capabilities that hold for every one of ``functions`` together.
+
+        A dtype is kept if every function accepts it, a feature (dilation,
+        groups, bias=None) holds in a dtype if every function accepts it
+        there, and a restriction (square, contiguous_only) applies in a dtype
+        if any function needs it there. With no functions: the module's.
+        ``dtypes`` may come out empty: the functions share no dtype.
+        """
+        flats = [self.function(name) for name in functions] or [replace(self, functions=())]
+        values: dict[str, Any] = {
+            "dtypes": tuple(d for d in DTYPES if all(d in f.dtypes for f in flats))}
+        for name in PERMISSIONS:
+            common = frozenset(DTYPES)
+            for f in flats:
+                common &= _where(getattr(f, name))
+            values[name] = _normal(tuple(d for d in DTYPES if d in common))
+        for name in RESTRICTIONS:
+            anywhere: frozenset[str] = frozenset()
+            for f in flats:
+                anywhere |= _where(getattr(f, name))
+            values[name] = _normal(tuple(d for d in DTYPES if d in anywhere))
+        return Capabilities(**values)
+
+    def for_op(self, op: str) -> "Capabilities":
+        """Flat capabilities of ``op`` and its backward together (what the strategies
+        draw when not told which functions a check calls: never too much)."""
+        if not self.functions:
+            return self
+        return self.for_functions((op, OPS[op].backward_name))
+
+    # -- what they rule out ----------------------------------------------------
+    def excludes(self, case: Any, functions: Iterable[str] | None = None) -> list[str]:
+        """Why these capabilities rule out ``case`` (a `ConvCase`; empty: they do not).
+
+        ``functions``: the functions that would be called (default: the case's
+        operation and its backward, both).
+        """
         p = case.problem
+        flat = self.for_functions(functions) if functions is not None else self.for_op(p.op)
+        who = ""
+        if flat is not self and self.functions:
+            names = tuple(functions) if functions is not None else (p.op, p.spec.backward_name)
+            who = f" (for {', '.join(names)})"
         out = []
-        if p.dtype not in self.dtypes:
-            out.append(f"dtype {p.dtype} (accepts {', '.join(self.dtypes)})")
-        if not self.dilation and any(d != 1 for d in p.dilation):
-            out.append("dilation > 1")
-        if not self.groups and p.groups != 1:
-            out.append("groups > 1")
-        if not self.bias_none and not p.bias:
-            out.append("bias=None")
-        if self.square and any(len(set(t)) > 1 for t in (
+        if p.dtype not in flat.dtypes:
+            out.append(f"dtype {p.dtype} (accepts {', '.join(flat.dtypes) or 'none'})")
+
+        def refused(name: str) -> str:
+            text = _DESCRIPTIONS[name]
+            where = flat.where(name) if name in PERMISSIONS else tuple(
+                d for d in flat.dtypes if not flat.holds(name, d))
+            if where and getattr(flat, name) not in (True, False):
+                text += f" in {p.dtype} (only in {', '.join(where)})"
+            return text
+
+        if not flat.holds("dilation", p.dtype) and any(d != 1 for d in p.dilation):
+            out.append(refused("dilation"))
+        if not flat.holds("groups", p.dtype) and p.groups != 1:
+            out.append(refused("groups"))
+        if not flat.holds("bias_none", p.dtype) and not p.bias:
+            out.append(refused("bias_none"))
+        if flat.holds("square", p.dtype) and any(len(set(t)) > 1 for t in (
                 p.kernel_size, p.stride, p.padding, p.dilation, p.output_padding)):
-            out.append("non-square kernel/stride/padding/dilation")
-        if self.contiguous_only and any(v != "C" for v in case.layouts.values()):
-            out.append("non-contiguous inputs")
+            out.append(refused("square"))
+        if flat.holds("contiguous_only", p.dtype) and any(
+                v != "C" for v in case.layouts.values()):
+            out.append(refused("contiguous_only"))
+        return [reason + who for reason in out]
+
+    def _not_generated_flat(self) -> list[str]:
+        out = [f"dtype {d}" for d in DTYPES if d not in self.dtypes]
+        for name in (*PERMISSIONS, *RESTRICTIONS):
+            value = getattr(self, name)
+            refused = (set(self.dtypes) - _where(value) if name in PERMISSIONS
+                       else set(self.dtypes) & _where(value))
+            if not refused:
+                continue
+            text = _DESCRIPTIONS[name]
+            if set(self.dtypes) - refused:  # refused in some of its dtypes only
+                text += " in " + ", ".join(d for d in DTYPES if d in refused)
+            out.append(text)
         return out
 
     def not_generated(self) -> list[str]:
-        """What this declaration keeps out of the generated problems, for the summary."""
-        out = [f"dtype {d}" for d in DTYPES if d not in self.dtypes]
-        if not self.dilation:
-            out.append("dilation > 1")
-        if not self.groups:
-            out.append("groups > 1")
-        if not self.bias_none:
-            out.append("bias=None")
-        if self.square:
-            out.append("non-square kernel/stride/padding/dilation")
-        if self.contiguous_only:
-            out.append("non-contiguous inputs")
+        """What this declaration keeps out of the generated problems, for the summary.
+
+        Per-function declarations follow the module's, prefixed by the
+        function's name, with what they add to the module's.
+        """
+        module = replace(self, functions=())
+        out = module._not_generated_flat()
+        for name, own in self.functions:
+            extra = [item for item in own._not_generated_flat() if item not in out]
+            if extra:
+                out.append(f"{name}: " + ", ".join(extra))
         return out

@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from harness.calling import silenced
 from harness.capabilities import Capabilities, CapabilitiesError
@@ -55,6 +55,17 @@ class Implementation:
 
     def missing(self) -> list[str]:
         return [name for name in CONTRACT_FUNCTIONS if name not in self.functions]
+
+    def capabilities_for(self, functions: Iterable[str]) -> Capabilities:
+        """The flat capabilities that hold for all of ``functions`` that it provides.
+
+        What a check calling these functions may draw (CAPABILITIES may narrow
+        one function, e.g. ``"conv2d_backward": {"groups": False}``). Names it
+        does not provide are left out: the check does not call them. The
+        result's ``dtypes`` is empty when the functions share no dtype.
+        """
+        provided = [name for name in functions if name in self.functions]
+        return self.capabilities.for_functions(provided)
 
 
 def split_spec(spec: str) -> tuple[str, str | None]:

@@ -142,10 +142,12 @@ def conv_cases(
     """
     caps = capabilities if capabilities is not None else Capabilities()
     problems = conv_problems(op, capabilities=caps, bounds=bounds)
+    flat = caps.for_op(op) if isinstance(caps, Capabilities) else caps
 
     @st.composite
     def cases(draw) -> ConvCase:
-        return draw_case(draw, draw(problems), caps.contiguous_only)
+        problem = draw(problems)
+        return draw_case(draw, problem, flat.holds("contiguous_only", problem.dtype))
 
     return cases()
 

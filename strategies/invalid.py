@@ -78,13 +78,15 @@ def _break(draw, p: ConvProblem, kind: str, square: bool) -> ConvProblem:
 def invalid_problems(op: str = "conv2d", *, capabilities: Capabilities | None = None,
                      kinds: tuple[str, ...] | None = None) -> st.SearchStrategy[ConvProblem]:
     """Problems for ``op`` that torch rejects, one thing broken (see the module doc)."""
-    caps = capabilities if capabilities is not None else Capabilities()
-    allowed = [k for k in KINDS[OPS[op].transposed] if caps.groups or k != "groups"]
+    caps = (capabilities if capabilities is not None else Capabilities()).for_op(op)
+    # broken groups only where every dtype takes groups (the dtype is drawn later)
+    groups = all(caps.holds("groups", d) for d in caps.dtypes)
+    allowed = [k for k in KINDS[OPS[op].transposed] if groups or k != "groups"]
     if kinds is not None:
         allowed = [k for k in allowed if k in kinds]
     base = conv_problems(op, capabilities=dataclasses.replace(caps, groups=False))
     return st.tuples(base, st.sampled_from(allowed)).flatmap(
-        lambda pk: _break(pk[0], pk[1], caps.square))
+        lambda pk: _break(pk[0], pk[1], caps.holds("square", pk[0].dtype)))
 
 
 @st.composite
@@ -102,6 +104,6 @@ def cases_for_invalid(draw, p: ConvProblem, contiguous_only: bool = False) -> Co
 
 def invalid_cases(op: str = "conv2d", *, capabilities: Capabilities | None = None,
                   kinds: tuple[str, ...] | None = None) -> st.SearchStrategy[ConvCase]:
-    caps = capabilities if capabilities is not None else Capabilities()
+    caps = (capabilities if capabilities is not None else Capabilities()).for_op(op)
     return invalid_problems(op, capabilities=caps, kinds=kinds).flatmap(
-        lambda p: cases_for_invalid(p, caps.contiguous_only))
+        lambda p: cases_for_invalid(p, caps.holds("contiguous_only", p.dtype)))

@@ -7,6 +7,12 @@ them. The draw order is the shrink order: Hypothesis simplifies earlier
 choices first, and every choice shrinks towards the simplest value (kernel 1,
 stride 1, padding 0, dilation 1, one output position, no remainder, groups 1,
 one channel, batch 1, no bias, float64).
+
+Capabilities that hold in some dtypes only (``"dilation": ("float32",)``)
+keep that order: the dtype is still drawn last, from the dtypes that accept
+every feature drawn before it. A feature is drawn only while some dtype
+still accepts it, so the set never runs empty, and shrinking a feature
+away gives the dtypes back.
 """
 
 from __future__ import annotations
@@ -82,30 +88,68 @@ def conv_problems(
     caps = capabilities if capabilities is not None else Capabilities()
     if not isinstance(caps, Capabilities):
         raise InvalidArgument(f"capabilities must be a Capabilities, got {caps!r}")
+    caps = caps.for_op(op)  # per-function declarations: what op and its backward share
+    if not caps.dtypes:
+        raise InvalidArgument(f"the capabilities leave no dtype to draw for {op}: "
+                              "its functions share none")
     limits = bounds if bounds is not None else DEFAULT_BOUNDS[OPS[op].spatial_dims]
     return _problems(op, caps, limits)
+
+
+def _narrowed(allowed: tuple[str, ...], caps: Capabilities, name: str,
+              used: bool) -> tuple[str, ...]:
+    """The dtypes still allowed once feature ``name`` was (``used``) or was not drawn."""
+    if not used:
+        return allowed
+    return tuple(d for d in allowed if caps.holds(name, d))
+
+
+def _all_square(allowed: tuple[str, ...], caps: Capabilities) -> bool:
+    """Whether every dtype still allowed needs square sizes (so they are drawn square)."""
+    return all(caps.holds("square", d) for d in allowed)
+
+
+def _unsquared(allowed: tuple[str, ...], caps: Capabilities,
+               *sizes: tuple[int, ...]) -> tuple[str, ...]:
+    """The dtypes still allowed after ``sizes`` were drawn: if any is not the same on
+    every axis, only those that accept non-square problems."""
+    if any(len(set(t)) > 1 for t in sizes):
+        return tuple(d for d in allowed if not caps.holds("square", d))
+    return allowed
 
 
 @st.composite
 def _problems(draw, op: str, caps: Capabilities, b: Bounds) -> ConvProblem:
     spec = OPS[op]
-    axes, square = spec.spatial_dims, caps.square
+    axes = spec.spatial_dims
+    allowed = tuple(caps.dtypes)  # narrowed by each feature drawn; never empty
+    square = _all_square(allowed, caps)
     kernel = _per_axis(draw, _ints(1, b.kernel), axes, square)
     stride = _per_axis(draw, _ints(1, b.stride), axes, square)
     padding = _per_axis(draw, _ints(0, b.padding), axes, square)
-    dilation = (_per_axis(draw, _ints(1, b.dilation), axes, square)
-                if caps.dilation else (1,) * axes)
+    allowed = _unsquared(allowed, caps, kernel, stride, padding)
+    dilated = _narrowed(allowed, caps, "dilation", True)  # the dtypes that take dilation
+    if dilated:
+        dilation = _per_axis(draw, _ints(1, b.dilation), axes, _all_square(dilated, caps))
+        allowed = _unsquared(_narrowed(allowed, caps, "dilation",
+                                       any(d != 1 for d in dilation)), caps, dilation)
+    else:
+        dilation = (1,) * axes
     if spec.transposed:
         input_size, padding, output_padding = _transposed_sizes(
-            draw, kernel, stride, padding, dilation, b, square)
+            draw, kernel, stride, padding, dilation, b, _all_square(allowed, caps))
+        allowed = _unsquared(allowed, caps, padding, output_padding)
     else:
         input_size, output_padding = _conv_sizes(draw, kernel, stride, padding, dilation, b), ()
-    groups = draw(_ints(1, b.groups)) if caps.groups else 1
+    groups = draw(_ints(1, b.groups)) if any(caps.holds("groups", d) for d in allowed) else 1
+    allowed = _narrowed(allowed, caps, "groups", groups != 1)
     in_channels = groups * draw(_ints(1, b.channels_per_group))
     out_channels = groups * draw(_ints(1, b.channels_per_group))
     batch = draw(_ints(1, b.batch))
-    bias = draw(st.booleans()) if caps.bias_none else True
-    dtype = draw(_sampled(tuple(caps.dtypes)))
+    bias = (draw(st.booleans()) if any(caps.holds("bias_none", d) for d in allowed)
+            else True)
+    allowed = _narrowed(allowed, caps, "bias_none", not bias)
+    dtype = draw(_sampled(allowed))
     return ConvProblem(op=op, batch=batch, in_channels=in_channels, out_channels=out_channels,
                        input_size=input_size, kernel_size=kernel, stride=stride, padding=padding,
                        dilation=dilation, groups=groups, bias=bias, dtype=dtype,
