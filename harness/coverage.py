@@ -1,14 +1,22 @@
-"""What the cases drawn during one test exercised: examples and features.
+"""What the cases drawn during one test exercised: examples, features and notes.
 
 The strategies report each case's features here (and to Hypothesis's
 `event()`); the summary plugin opens a tally around each test and ships it
 to the controller with the test's report, so the run summary can say what
 was generated, also under xdist.
+
+Notes are what the run observed of the implementation that is worth saying
+but is not a failure ("flushes subnormals to zero"). They travel in the same
+tally, under keys that start with `NOTE_PREFIX`, so they reach the
+controller the same way; `split` separates them again.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from typing import Mapping
+
+NOTE_PREFIX = "note: "
 
 _current: Counter | None = None
 
@@ -29,3 +37,20 @@ def record(features: list[str]) -> None:
     if _current is not None:
         _current["examples"] += 1
         _current.update(features)
+
+
+def note(text: str) -> None:
+    """Note ``text`` about the implementation under test (counted once per call)."""
+    if _current is not None:
+        _current[NOTE_PREFIX + text] += 1
+
+
+def split(tally: Mapping[str, int]) -> tuple[Counter, Counter]:
+    """(features with ``"examples"``, notes without their prefix) of a tally."""
+    features, notes = Counter(), Counter()
+    for key, count in tally.items():
+        if key.startswith(NOTE_PREFIX):
+            notes[key[len(NOTE_PREFIX):]] += count
+        else:
+            features[key] += count
+    return features, notes

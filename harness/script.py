@@ -63,8 +63,9 @@ layouts: {layouts}
 Standalone: NumPy and torch only. `python {name}`
 exits 1 and prints the mismatch while the failure is there, 0 once fixed.
 Reference: torch in float64. Tolerance, per element (from the harness's
-rounding-error bound): (gamma(K, u) + gamma(K, u64)) * sum|terms| + K * tiny
-+ normwise floor, gamma(n, u) = n*u / (1 - n*u).
+rounding-error bound): (gamma(K, u) + gamma(K, u64)) * sum|terms| + normwise floor
++ flush allowance (subnormals may be flushed to zero: 2*K smallest normals, and
+subnormal operands read as 0), gamma(n, u) = n*u / (1 - n*u).
 Found by the convolution harness {versions}.
 """
 import importlib
@@ -187,19 +188,44 @@ def norm2(a):
     return largest * float(np.sqrt(np.dot(values / largest, values / largest)))
 
 
+def has_subnormal(a):
+    """Whether a holds a non-zero value below its dtype's smallest normal number."""
+    if a is None:
+        return False
+    m = np.abs(a)
+    return bool(np.any((m > 0) & (m < np.finfo(DTYPE).smallest_normal)))
+
+
+def largest(a):
+    return float(np.max(np.abs(np.asarray(a, dtype=np.float64)), initial=0.0))
+
+
+def flush_allowance(k, a, b, magnitude, with_bias):
+    """Flushing subnormals to zero is allowed: each product and partial sum below
+    the smallest normal number lam may become 0 (2*k*lam), and a subnormal operand
+    read as 0 loses its product, at most lam * |other factor| per term and never
+    more than the element's sum of |terms|. b is None when the other factor is 1."""
+    lam = float(np.finfo(DTYPE).smallest_normal)
+    u = float(np.finfo(DTYPE).eps) / 2
+    results = 2 * k * lam * (1 + gamma(k, u))
+    inputs = k * lam * ((1.0 if b is None else largest(b)) * has_subnormal(a)
+                        + (0.0 if b is None else largest(a) * has_subnormal(b)))
+    inputs += lam * (with_bias and has_subnormal(bias))
+    return results + (np.minimum(magnitude, inputs) if inputs else 0.0)
+
+
 def allowed(name, magnitude):
     """The harness's elementwise bound on the error of result `name`."""
     u = float(np.finfo(DTYPE).eps) / 2
     u64 = float(np.finfo(np.float64).eps) / 2
-    tiny = float(np.finfo(DTYPE).smallest_subnormal)
     k = TERMS[name]
-    operands = {{"y": (x, weight), "grad_input": (grad_output, weight),
-                "grad_weight": (x, grad_output), "grad_bias": None}}[name]
+    a, b = {{"y": (x, weight), "grad_input": (grad_output, weight),
+            "grad_weight": (x, grad_output), "grad_bias": (grad_output, None)}}[name]
     floor = 0.0
-    if operands is not None:  # normwise floor for FFT/Winograd-style algorithms
-        a, b = operands
+    if b is not None:  # normwise floor for FFT/Winograd-style algorithms
         floor = 5 * math.log2(2 + max(a.size, b.size)) * u * norm2(a) * norm2(b)
-    return (gamma(k, u) + gamma(k, u64)) * magnitude + k * tiny + floor
+    flush = flush_allowance(k, a, b, magnitude, name == "y")
+    return (gamma(k, u) + gamma(k, u64)) * magnitude + flush + floor
 
 
 def compare(name, actual, expected, magnitude):

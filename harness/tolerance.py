@@ -9,7 +9,7 @@ of |products| is the same operation on absolute values, which the oracle
 computes. On top of that bound:
 
 - the oracle's own float64 error, the same bound with float64's u;
-- underflow, which is absolute: at most one smallest subnormal per term;
+- underflow and flushing to zero, which are absolute (`flush_allowance`);
 - a normwise floor c * u * ||a|| * ||b|| for the two operands, because FFT-
   and Winograd-style algorithms round transformed values that mix all
   elements: their error is normwise, not elementwise. Where a window reads
@@ -21,6 +21,32 @@ computes. On top of that bound:
 A float64 implementation that computes in float32, or a float32 one that
 accumulates in float16, is off by about u(narrow) * |y|: orders of magnitude
 beyond this bound once the data do not round exactly, so it is caught.
+
+Subnormals (contract section 2): an implementation may flush subnormal values
+to zero, its results (FTZ) and its inputs (DAZ), as optimised CPU and GPU
+kernels do; flushing a *normal* number is a bug. `flush_allowance` is the
+absolute error that policy permits, with lambda the dtype's smallest normal
+number (1.2e-38 in float32) and K the result's number of terms:
+
+- results flushed: every product and every partial sum whose value is below
+  lambda may become 0, a change of less than lambda each. An element is K
+  products and at most K additions and roundings into the accumulator and
+  output type (the bias counts as a term), so at most 2*K*lambda. (Gradual
+  underflow, which never flushes, is off by at most half a subnormal per
+  product and exact in its additions: the 2*K*lambda covers it.) Each such
+  change can be magnified by the later roundings by at most (1 + gamma(K)).
+- operands flushed: a subnormal operand a_i (|a_i| < lambda) read as 0 changes
+  its product by |a_i * b_i| < lambda * |b_i|, |b_i| the other factor. Over
+  the K terms of an element that is at most K * lambda * max|b| when some a is
+  subnormal (and the same with a and b swapped; a subnormal bias adds lambda).
+  It is also at most the element's sum of |products| (a flushed term loses no
+  more than itself), so the allowance is the smaller of the two: where every
+  result is tiny it is the result itself, and it is 0 when no operand is
+  subnormal, which is most of the time.
+
+So a flushing implementation passes, while one that zeroes results of
+2**10 * lambda (1.2e-35 in float32) or 1e-30 fails: the data include a noise
+kind of tiny values (strategies/cases.py) whose results land there.
 """
 
 from __future__ import annotations
@@ -30,6 +56,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness import coverage
 from harness.oracle import Reference
 from harness.problem import ConvCase
 
@@ -43,6 +70,47 @@ def unit_roundoff(dtype: str | np.dtype) -> float:
 def gamma(n: int, u: float) -> float:
     """Higham's gamma_n = n u / (1 - n u): the relative bound of an n-term sum."""
     return math.inf if n * u >= 1 else n * u / (1 - n * u)
+
+
+def smallest_normal(dtype: str | np.dtype) -> float:
+    """lambda: the dtype's smallest positive normal number (below it, values may flush)."""
+    return float(np.finfo(np.dtype(dtype)).smallest_normal)
+
+
+def has_subnormal(a: np.ndarray | None) -> bool:
+    """Whether ``a`` holds a non-zero value below its dtype's smallest normal number."""
+    if a is None or a.size == 0:
+        return False
+    magnitudes = np.abs(a)
+    return bool(np.any((magnitudes > 0) & (magnitudes < smallest_normal(a.dtype))))
+
+
+def _largest(a: np.ndarray) -> float:
+    return float(np.max(np.abs(np.asarray(a, dtype=np.float64)), initial=0.0))
+
+
+def flush_allowance(dtype: str, terms: int, operands: tuple[np.ndarray, np.ndarray | None],
+                    magnitude: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    """The error flushing subnormals to zero may cause, elementwise (see the module doc).
+
+    ``operands`` are the two factors of every product (the second None when
+    it is 1, as for grad_bias, the sum of grad_output); ``bias`` the bias
+    added to the result, if any; ``magnitude`` the sum of |products| per
+    element.
+    """
+    lam = smallest_normal(dtype)
+    u = unit_roundoff(dtype)
+    results = 2 * terms * lam * (1 + gamma(terms, u))
+    a, b = operands
+    other_b = 1.0 if b is None else _largest(b)
+    flushed_inputs = terms * lam * (other_b * has_subnormal(a)
+                                    + (0.0 if b is None else _largest(a) * has_subnormal(b)))
+    flushed_inputs += lam * has_subnormal(bias)
+    if flushed_inputs:
+        inputs = np.minimum(np.asarray(magnitude, dtype=np.float64), flushed_inputs)
+    else:
+        inputs = 0.0
+    return results + inputs
 
 
 def norm2(a: np.ndarray) -> float:
@@ -74,11 +142,55 @@ class Tolerance:
     dtype: str
     terms: int
     floor: float
+    #: the part of ``bound`` that flushing subnormals to zero may use (elementwise
+    #: or a scalar): an error beyond ``bound - flush`` means the result was flushed
+    flush: np.ndarray | float = 0.0
 
     def explain(self) -> str:
-        return (f"{self.dtype} (u={unit_roundoff(self.dtype):.3g}), reduction length "
+        text = (f"{self.dtype} (u={unit_roundoff(self.dtype):.3g}), reduction length "
                 f"K={self.terms}: gamma(K)*sum|terms| elementwise + normwise floor "
                 f"{self.floor:.3g}")
+        if np.any(np.asarray(self.flush) > 0):
+            text += (f" + flush to zero (2K smallest normals {smallest_normal(self.dtype):.3g}"
+                     ", and subnormal operands read as 0)")
+        return text
+
+
+FLUSH_NOTE = "flushes subnormals to zero"
+
+
+def flushed(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> bool:
+    """Whether ``actual`` shows subnormals flushed to zero (within ``tol``).
+
+    Either an element is 0 where the reference is a non-zero value in the
+    subnormal range (above K smallest subnormals, which gradual underflow
+    could round away), or an element needed the flush allowance: its error
+    exceeds the bound of an implementation that does not flush (the bound
+    without the allowance, plus one smallest subnormal per term). Elements beyond the
+    whole bound are failures, not flushes.
+    """
+    if not np.any(np.asarray(tol.flush) > 0):
+        return False
+    a = np.asarray(actual, dtype=np.float64)
+    e = np.asarray(expected, dtype=np.float64)
+    if a.shape != e.shape:
+        return False
+    with np.errstate(invalid="ignore"):
+        error = np.abs(a - e)
+        within = error <= tol.bound
+        tiny = float(np.finfo(np.dtype(tol.dtype)).smallest_subnormal)
+        result_flushed = ((a == 0) & (np.abs(e) > tol.terms * tiny)
+                          & (np.abs(e) < smallest_normal(tol.dtype)))
+        # without flushing, gradual underflow is off by half a subnormal per term at most
+        needed_allowance = error > (np.asarray(tol.bound) - np.asarray(tol.flush)
+                                    + tol.terms * tiny)
+    return bool(np.any(within & (result_flushed | needed_allowance)))
+
+
+def note_flushes(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> None:
+    """Tell the run's coverage that the implementation flushes, when it does."""
+    if flushed(actual, expected, tol):
+        coverage.note(FLUSH_NOTE)
 
 
 def tolerance(case: ConvCase, name: str, magnitude: Reference) -> Tolerance:
@@ -88,12 +200,13 @@ def tolerance(case: ConvCase, name: str, magnitude: Reference) -> Tolerance:
         "y": (p.forward_terms() + 1, (case.x, case.weight)),
         "grad_input": (p.grad_input_terms(), (case.grad_output, case.weight)),
         "grad_weight": (p.grad_weight_terms(), (case.x, case.grad_output)),
-        "grad_bias": (p.grad_bias_terms(), None),
+        "grad_bias": (p.grad_bias_terms(), (case.grad_output, None)),
     }[name]
     u = unit_roundoff(p.dtype)
-    floor = 0.0 if operands is None else normwise_floor(*operands, u)
-    tiny = float(np.finfo(np.dtype(p.dtype)).smallest_subnormal)
+    floor = 0.0 if operands[1] is None else normwise_floor(*operands, u)
     size = magnitude[name]
+    flush = flush_allowance(p.dtype, terms, operands, size,
+                            case.bias if name == "y" else None)
     bound = ((gamma(terms, u) + gamma(terms, FLOAT64_UNIT_ROUNDOFF)) * size
-             + terms * tiny + floor)
-    return Tolerance(bound=bound, dtype=p.dtype, terms=terms, floor=floor)
+             + flush + floor)
+    return Tolerance(bound=bound, dtype=p.dtype, terms=terms, floor=floor, flush=flush)

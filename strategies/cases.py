@@ -22,8 +22,14 @@ from strategies.problems import Bounds, conv_problems
 MAX_ABS_VALUE = 4.0
 
 #: What varies an array beyond its fill value, simplest first (shrinking heads
-#: for "none", a constant array).
-NOISE_KINDS: tuple[str, ...] = ("none", "ints", "thirds", "floats")
+#: for "none", a constant array). "tiny" comes last, so it changes no shrunk
+#: case that does not need it.
+NOISE_KINDS: tuple[str, ...] = ("none", "ints", "thirds", "floats", "tiny")
+
+#: How many octaves above the dtype's smallest normal number the "tiny" kind's
+#: scale reaches: float32's 2**-102 (2e-31) takes its results past 1e-30;
+#: float16's 2**-4 is where its ordinary values begin.
+TINY_OCTAVES = {"float16": 10, "float32": 24, "float64": 24}
 _noise_kinds = st.sampled_from(NOISE_KINDS)
 _seeds = st.integers(0, 2**32 - 1)
 
@@ -52,7 +58,17 @@ def noise(kind: str, dtype: str | np.dtype, shape: tuple[int, ...], seed: int) -
     """Dense values of one `NOISE_KINDS` kind, from NumPy's generator seeded by ``seed``.
 
     The same kinds as `values`: integers in [-3, 3], thirds k/3 with |k| <= 12,
-    or floats uniform in [-4, 4], all rounded to ``dtype``.
+    or floats uniform in [-4, 4], all rounded to ``dtype``; and "tiny": floats
+    uniform in [-4, 4] times one scale per array, 2**(e - 2) times the dtype's
+    smallest normal number with e in [0, `TINY_OCTAVES`] drawn from the seed.
+
+    Why "tiny": an implementation may flush subnormals to zero (contract
+    section 2), so the tolerance allows that (harness/tolerance.py), but it
+    must not flush normal numbers. Without values near the bottom of the
+    dtype's range no result ever comes near it, and a float32 convolution
+    that zeroes everything below 1e-30 would pass. At the smallest scales
+    most values are subnormal (a flushing implementation must still pass);
+    at the larger ones every value and result is a small normal number.
     """
     rng = np.random.default_rng(seed)
     if kind == "ints":
@@ -61,6 +77,11 @@ def noise(kind: str, dtype: str | np.dtype, shape: tuple[int, ...], seed: int) -
         drawn = rng.integers(-12, 13, size=shape) / 3
     elif kind == "floats":
         drawn = rng.uniform(-MAX_ABS_VALUE, MAX_ABS_VALUE, size=shape)
+    elif kind == "tiny":
+        dt = np.dtype(dtype)
+        octave = int(rng.integers(0, TINY_OCTAVES[dt.name] + 1))
+        scale = float(np.finfo(dt).smallest_normal) * 2.0 ** (octave - 2)
+        drawn = rng.uniform(-MAX_ABS_VALUE, MAX_ABS_VALUE, size=shape) * scale
     else:
         raise ValueError(f"unknown noise kind {kind!r}; expected one of {NOISE_KINDS[1:]}")
     return drawn.astype(dtype)
