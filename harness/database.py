@@ -1,0 +1,152 @@
+"""A shared example database: ``--conv-db PATH | redis://HOST:PORT/N`` (contract section 6).
+
+Hypothesis saves every failing example (and some interesting passing ones)
+in its example database under the test's key, and replays them first on the
+next run. Locally that is the folder ``.hypothesis/examples/``; with
+``--conv-db`` (or ``$CONV_DB``) the run also reads and writes a database
+that other runs, on other machines, share:
+
+- a directory (Hypothesis's `DirectoryBasedExampleDatabase`; a network
+  file system, or a folder that CI caches between runs), or
+- a Redis server, ``redis://HOST:PORT/N`` (Hypothesis's own
+  `hypothesis.extra.redis.RedisExampleDatabase`, with redis-py: ``pip
+  install 'conv-harness[redis]'``). Its entries expire 8 days after their
+  last write (Hypothesis's default).
+
+The run's database is `MultiplexedDatabase` (the profile's local database,
+the shared one): every failure is saved to both, and both are replayed.
+``--conv-db-read-only`` (``$CONV_DB_READ_ONLY=1``) wraps the shared one in
+`ReadOnlyDatabase`: the run replays what others found but writes only its
+local database. The pattern: CI writes (``--conv-db redis://ci-db:6379/0``),
+laptops read (``--conv-db redis://ci-db:6379/0 --conv-db-read-only``), so
+that a developer's half-finished fix never changes what CI replays.
+
+Keys: each test (implementation x operation x check) has its own key (see
+harness/triage/search.py), so a run against one implementation never
+replays another's examples as its own.
+
+Hypothesis uses no database in a derandomised run (the ``ci`` profile:
+``derandomize=True`` implies ``database=None``) nor in one given
+``--hypothesis-seed``. So ``--conv-db`` turns derandomisation off (its run
+replays the database, then searches at random), and with a seed it is a
+usage error: the seed would silently switch the shared database off.
+
+This module is a ``pytest11`` entry point (``conv_harness_database``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+from hypothesis.database import (DirectoryBasedExampleDatabase, ExampleDatabase,
+                                 MultiplexedDatabase, ReadOnlyDatabase)
+
+ENV = "CONV_DB"
+ENV_READ_ONLY = "CONV_DB_READ_ONLY"
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+REDIS_INSTALL = "pip install 'conv-harness[redis]'  (or: pip install redis)"
+SHARED = pytest.StashKey[str]()
+
+
+class DatabaseSpecError(Exception):
+    """A ``--conv-db`` value that cannot be used; the message says why."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("conv-harness", "convolution conformance harness")
+    group.addoption(
+        "--conv-db", default=None, metavar="PATH|redis://HOST:PORT/N",
+        help=f"a Hypothesis example database shared with other runs and machines: a "
+             f"directory, or a Redis server (needs redis-py: {REDIS_INSTALL}); failures any "
+             f"of them found are replayed first. Default: ${ENV}. Turns derandomisation off.")
+    group.addoption(
+        "--conv-db-read-only", action="store_true", default=False,
+        help=f"replay the --conv-db database but write only the local one "
+             f"(also ${ENV_READ_ONLY}=1): e.g. CI writes, laptops read")
+
+
+def is_redis(spec: str) -> bool:
+    return spec.startswith(REDIS_SCHEMES)
+
+
+def open_database(spec: str, base: Path | None = None) -> ExampleDatabase:
+    """The database ``spec`` names: a directory (relative to ``base``) or a Redis URL.
+
+    A Redis server is asked for a PING first, so that a wrong address is an
+    error at start-up, not a silent run without its database.
+    """
+    if is_redis(spec):
+        try:
+            import redis
+            from hypothesis.extra.redis import RedisExampleDatabase
+        except ImportError:
+            raise DatabaseSpecError(f"--conv-db {spec}: a Redis database needs redis-py, "
+                                    f"which is not installed: {REDIS_INSTALL}") from None
+        try:
+            client = redis.Redis.from_url(spec, socket_connect_timeout=10)
+            client.ping()
+        except (redis.RedisError, ValueError) as exc:
+            raise DatabaseSpecError(f"--conv-db {spec}: cannot use the Redis server: "
+                                    f"{exc}") from None
+        return RedisExampleDatabase(client)
+    path = Path(spec).expanduser()
+    if not path.is_absolute() and base is not None:
+        path = base / path
+    if path.exists() and not path.is_dir():
+        raise DatabaseSpecError(f"--conv-db {spec}: not a directory (give a directory or "
+                                "redis://HOST:PORT/N)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DatabaseSpecError(f"--conv-db {spec}: cannot create the directory: "
+                                f"{exc}") from None
+    return DirectoryBasedExampleDatabase(path)
+
+
+def requested(config: pytest.Config) -> tuple[str | None, bool]:
+    """(the shared database's spec or None, read-only?) from the options or environment."""
+    spec = config.getoption("--conv-db", default=None) or os.environ.get(ENV, "").strip() or None
+    read_only = bool(config.getoption("--conv-db-read-only", default=False)
+                     or os.environ.get(ENV_READ_ONLY, "").strip() not in ("", "0"))
+    return spec, read_only
+
+
+def run_database(shared: ExampleDatabase, local: ExampleDatabase | None,
+                 read_only: bool) -> ExampleDatabase:
+    """The run's database: the local one and the shared one (read-only if asked)."""
+    if read_only:
+        shared = ReadOnlyDatabase(shared)
+    return shared if local is None else MultiplexedDatabase(local, shared)
+
+
+@pytest.hookimpl(trylast=True)  # after Hypothesis's plugin has loaded --hypothesis-profile
+def pytest_configure(config: pytest.Config) -> None:
+    spec, read_only = requested(config)
+    if spec is None:
+        if read_only:
+            raise pytest.UsageError(f"--conv-db-read-only (or ${ENV_READ_ONLY}) needs a "
+                                    f"database: --conv-db PATH|redis://HOST:PORT/N or ${ENV}")
+        return
+    if config.getoption("hypothesis_seed", default=None) is not None:
+        raise pytest.UsageError(f"--conv-db {spec} with --hypothesis-seed: Hypothesis uses "
+                                "no example database in a seeded run; give one or the other")
+    try:
+        shared = open_database(spec, Path(config.invocation_params.dir))
+    except DatabaseSpecError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    current = settings.default
+    # settings.default.database of a derandomised profile is None: no local database.
+    local = None if current.derandomize else current.database
+    name = f"{getattr(settings, '_current_profile', None) or 'default'}+conv-db"
+    settings.register_profile(name, parent=current, derandomize=False,
+                              database=run_database(shared, local, read_only))
+    settings.load_profile(name)
+    config.stash[SHARED] = spec + (" (read-only)" if read_only else "")
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    shared = config.stash.get(SHARED, None)
+    return f"conv-harness shared example database: {shared}" if shared else None
