@@ -661,16 +661,21 @@ def _exact_correlate(a: np.ndarray, lo: Optional[Ints], wm: np.ndarray, out: np.
     return out
 
 
-#: channels per copy when an image is transposed to channels-last: a whole
-#: (C, H, W) -> (H, W, C) copy reads with a stride of H*W elements, often a
-#: power of two, and thrashes the cache's sets (98 vs 38 us for 64x32x32)
-NHWC_BLOCK = 8
+#: bytes of one transposing copy's block: a whole (C, H, W) -> (H, W, C)
+#: copy of an image reads with a stride of H*W elements, often a power of
+#: two, and thrashes the cache's sets (98 us for 64x32x32 float32); blocks
+#: of channels of about this many bytes read cache-friendly (36 us; 11 vs
+#: 24-42 us for 128x16x16), and the GEMM result's (positions, C_out/G) ->
+#: (C_out/G, positions) copy likewise goes by blocks of positions (22 vs 32
+#: us for 1024 x 64, 13 vs 24 us for 256 x 128)
+TRANSPOSE_BYTES = 1 << 15
 
 
 class _PlacedImagesNHWC:
     """``_PlacedImages`` channels-last: ``placed[n0:n1]`` is the (n1 - n0,
     *size, C) chunk of images placed at offset ``lo`` among zeros, copied
-    from the (N, C, *S) array a block of channels at a time."""
+    from the (N, C, *S) array a block of channels at a time
+    (``TRANSPOSE_BYTES``)."""
 
     def __init__(self, a: np.ndarray, lo: Ints, size: Ints, images: int, dtype: np.dtype):
         self.a = a
@@ -683,8 +688,9 @@ class _PlacedImagesNHWC:
             dst, src = self.index
             c = self.a.shape[1]
             nd = self.a.ndim
-            for c0 in range(0, c, NHWC_BLOCK):
-                c1 = min(c, c0 + NHWC_BLOCK)
+            block = max(1, TRANSPOSE_BYTES // (math.prod(self.a.shape[2:]) * self.a.itemsize))
+            for c0 in range(0, c, block):
+                c1 = min(c, c0 + block)
                 out[(slice(None),) + dst + (slice(c0, c1),)] = self.a[
                     (images, slice(c0, c1)) + src].transpose((0,) + tuple(range(2, nd)) + (1,))
         return out
@@ -704,7 +710,8 @@ def _exact_correlate_nhwc(a: np.ndarray, lo: Optional[Ints], wm: np.ndarray,
     orientation of ``_exact_correlate`` well below their peak when C_out/G
     is small (GFLOP/s, 64 x 577 x 1024: 155 vs 215; 32 x 801 x 1024: 85-110
     vs 190), and the channels-last copy has long contiguous runs (37 vs 89 us
-    per 64-channel 32x32 image); the transposes cost 38 + 32 us of that.
+    per 64-channel 32x32 image); the transposes cost 36 + 22 us of that
+    (``TRANSPOSE_BYTES``).
     float64's kernels run both orientations alike, so float64 keeps
     ``_exact_correlate``. Chunks: whole images, or blocks of output rows of
     one image, so that the window copy is about CHUNK_BYTES.
@@ -734,6 +741,7 @@ def _exact_correlate_nhwc(a: np.ndarray, lo: Optional[Ints], wm: np.ndarray,
         cols[..., -1] = 1
     res = np.empty((m, r * per_row, og), dtype=out.dtype)
     out3 = out.reshape(n, G * og, q) if out.flags.c_contiguous else None
+    tblock = max(1, TRANSPOSE_BYTES // (og * out.itemsize))  # positions per transposing copy
     for n0 in range(0, n, m):
         n1 = min(n, n0 + m)
         b = n1 - n0
@@ -754,8 +762,10 @@ def _exact_correlate_nhwc(a: np.ndarray, lo: Optional[Ints], wm: np.ndarray,
                 c[..., :T * cg].reshape(win.shape)[...] = win
                 np.matmul(c, wt[g], out=rs)
                 if out3 is not None:
-                    out3[n0:n1, g * og:(g + 1) * og, i0 * per_row:i1 * per_row] = \
-                        rs.transpose(0, 2, 1)
+                    for j0 in range(0, p, tblock):
+                        j1 = min(p, j0 + tblock)
+                        out3[n0:n1, g * og:(g + 1) * og, i0 * per_row + j0:i0 * per_row + j1] = \
+                            rs[:, j0:j1].transpose(0, 2, 1)
                 else:
                     out[n0:n1, g * og:(g + 1) * og, i0:i1] = rs.transpose(0, 2, 1).reshape(
                         (b, og, i1 - i0) + out_size[1:])
