@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from hypothesis import strategies as st
+from hypothesis import reject, strategies as st
 from hypothesis.control import current_build_context
 
+from harness import oracle
 from harness.calling import CheckFailure
 from harness.capabilities import Capabilities
 from harness.checks import REGISTRY, examine
@@ -52,7 +53,7 @@ def failure_text(spec: str, drawn: ConvCase, failure: CheckFailure, ran: str) ->
         head = (f"{failure.check} is wrong{called}, found by check {ran!r}"
                 + (f" ({what})" if what else ""))
     else:  # e.g. `raised` or `dtype`: its one line says it all, so it goes first
-        head = (f"check {failure.check!r} failed{called} while running check {ran!r}: "
+        head = (f"check {failure.check!r} failed while running check {ran!r}: "
                 f"{failure.message.splitlines()[0]}")
     layouts = {k: v for k, v in case.layouts.items() if v != "C"}
     lines = [f"{spec} {p.op}: {head}", f"parameters: {p.describe()}"]
@@ -85,14 +86,18 @@ def saved_lines(case_file: Path) -> list[str]:
 def replay_check(failure: CheckFailure, ran: str, drawn: ConvCase) -> str:
     """The registered check that runs the failing call again on its own problem.
 
-    A wrong result is replayed by the oracle check of that result; a call on a
+    A wrong result is replayed by the oracle check of that result (without
+    torch, by a closed-form check); a call on a
     derived problem by the check that makes just that call (its contract
     failures, a wrong dtype say, show there too); anything else by the check
     that ran.
     """
-    if failure.check in VALUE_CHECKS:
-        return failure.check
     derived = failure.case is not None and failure.case is not drawn
+    if failure.check in VALUE_CHECKS:
+        if oracle.torch_available():
+            return failure.check
+        # no torch: the closed-form check compares every result of one call
+        return "delta_kernel" if derived else ran
     if derived and failure.function is not None:
         return "grad_input" if failure.function.endswith("_backward") else "forward"
     return ran
@@ -137,17 +142,27 @@ def case_strategy(check: str, op: str, caps: Capabilities) -> st.SearchStrategy[
     return custom(op, caps) if custom else conv_cases(op, capabilities=caps)
 
 
+def check_capabilities(target: Target, check: str) -> Capabilities:
+    """What ``check`` may draw for ``target``: what every function it calls supports."""
+    functions = REGISTRY[check].functions(target.op) or (target.op, f"{target.op}_backward")
+    return target.impl.capabilities_for(functions)
+
+
 def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = ()) -> None:
     """Draw a case for ``target`` and run ``check`` on it.
 
-    Failures that ``known`` bugs cover (same kind of failure, trigger
-    matched: harness/triage) do not count: the follow-up searches look for
-    the next bug. Only the final (shrunk) example writes its case file and
+    In a follow-up search (harness/triage) problems in a ``known`` bug's
+    trigger are excluded (rejected, so Hypothesis draws others), and failures
+    that a known bug covers (same kind of failure, trigger matched; for a bug
+    that needs nothing, every problem) do not count. Only the final (shrunk) example writes its case file and
     script: Hypothesis replays it once more after shrinking, with
     ``is_final`` set.
     """
     __tracebackhide__ = True  # the report says it all; this frame is noise
-    case = data.draw(case_strategy(check, target.op, target.impl.capabilities), label="case")
+    case = data.draw(case_strategy(check, target.op, check_capabilities(target, check)),
+                     label="case")
+    if any(bug.conditions and bug.region_holds(case) for bug in known):
+        reject()  # a follow-up search: that bug's trigger is excluded
     failures = examine(check, target.impl, case, target.timeout)
     fresh = [f for f in failures if not any(bug.covers(f) for bug in known)]
     if not fresh:

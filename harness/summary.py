@@ -151,6 +151,7 @@ class Summary:
                     f", seen by {', '.join(bug.checks)}"
                 lines.append(f"     minimal: {bug.problem.describe()}")
                 lines.append(f"     trigger: {bug.trigger}")
+                lines += [f"     also:    {other}" for other in bug.also]
                 if bug.case_file:
                     lines.append(f"     case file: {bug.case_file}")
         if ops:

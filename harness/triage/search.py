@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from harness import suite
 from harness.loader import _is_path, split_spec
@@ -87,6 +87,10 @@ def follow_up(target: Target, check: str, known: list[Bug]) -> list[suite.Found]
     """One more Hypothesis search of ``check`` in which the ``known`` bugs do not count."""
     excluded = tuple(known)
 
+    # Most problems may lie in an excluded trigger (stride > 1 is most of them):
+    # rejecting them is what excluding means, not a slow strategy.
+    @settings(suppress_health_check=[*settings.default.suppress_health_check,
+                                     HealthCheck.filter_too_much])
     @given(data=st.data())
     def search(data: st.DataObject) -> None:
         suite.run(target, check, data, known=excluded)
@@ -104,8 +108,9 @@ def describe(found: suite.Found, max_calls_note: bool = False) -> Bug:
     """Explain a shrunk failure and make it a `Bug`."""
     target, failure = found.target, found.failure
     case = failure.case if failure.case is not None else found.drawn
-    explanation = explain(case, failure_probe(target.impl, failure, target.timeout),
-                          target.impl.capabilities)
+    caps = (target.impl.capabilities_for((failure.function,)) if failure.function
+            else suite.check_capabilities(target, found.check))
+    explanation = explain(case, failure_probe(target.impl, failure, target.timeout), caps)
     case_file = None
     if found.case_file is not None:
         case_file = os.path.relpath(found.case_file, target.failures_dir)
@@ -147,7 +152,11 @@ def triage(target: Target, check: str, first: list[suite.Found], max_bugs: int) 
             break
         bug = describe(found[0])
         known.append(bug)
-        if not any(old.same_as(bug) for old in bugs):
+        same = [old for old in bugs if old.same_as(bug)]
+        if same:
+            same[0].absorb(bug)
+            same[0].report += f"\nalso fails when: {bug.trigger}"
+        else:
             bugs.append(bug)
     return bugs, stop
 

@@ -83,7 +83,7 @@ def test_the_numpy_examples_pass_the_suite(run_pytest, tmp_path):
         if op == "conv2d":
             assert re.search(rf"PASSED tests/conformance/test_regressions.py::test_regression\[{stem}-",
                              out), stem
-    assert not list((tmp_path / "failures").glob("**/*.json"))
+    assert not [p for p in (tmp_path / "failures").glob("**/*.json") if p.name != "summary.json"]
 
 
 # ------------------------------------------------------------------ JAX
@@ -120,7 +120,8 @@ def test_the_jax_example_verdict(run_pytest, tmp_path, record_property):
     for feature in ("dilation > 1", "groups > 1", "bias None", "non-square", "dtype float16"):
         assert f"{feature} (" in block, (feature, block)
 
-    failures = [json.loads(p.read_text()) for p in sorted((tmp_path / "failures").glob("**/*.json"))]
+    failures = [json.loads(p.read_text()) for p in sorted((tmp_path / "failures").glob("**/*.json"))
+                if p.name != "summary.json"]
     assert (result.returncode == 1) == bool(failures), out
     for record in failures:
         # A failure is a library's precision limit, reported as one: its result
