@@ -126,9 +126,10 @@ class Explanation:
     rows: tuple[Row, ...]
     trigger: tuple[Condition, ...]
     calls: int
+    trivial: tuple[tuple[str, Any], ...] = ()  # each feature's trivial value
 
     def one_line(self) -> str:
-        return trigger_line(self.rows, self.trigger)
+        return trigger_line(self.rows, self.trigger, dict(self.trivial))
 
     def table(self) -> str:
         """The rows as text: each value tried, FAIL or pass, the minimal one starred."""
@@ -152,7 +153,8 @@ def _row_label(row: Row) -> str:
     return label + (f" (axis {row.axis})" if row.axis is not None else "")
 
 
-def trigger_line(rows: tuple[Row, ...], trigger: tuple[Condition, ...]) -> str:
+def trigger_line(rows: tuple[Row, ...], trigger: tuple[Condition, ...],
+                 trivial: dict[str, Any] | None = None) -> str:
     """One line: what the bug needs, what else makes it pass, what it does not depend on."""
     needed = [c.text() for c in trigger]
     if needed:
@@ -164,8 +166,10 @@ def trigger_line(rows: tuple[Row, ...], trigger: tuple[Condition, ...]) -> str:
     in_trigger = {c.feature for c in trigger}
     passes_also = [f"{ft.LABELS.get(r.feature, r.feature)} {', '.join(map(_show, r.passes))}"
                    for r in rows if r.feature not in in_trigger and r.passes and r.fails]
+    trivial = trivial or {}
     independent = sorted({ft.LABELS.get(r.feature, r.feature) for r in rows
-                          if r.feature not in in_trigger and not r.passes and len(r.fails) > 1})
+                          if r.feature not in in_trigger and not r.passes and len(r.fails) > 1
+                          and (r.feature not in trivial or trivial[r.feature] in r.fails)})
     parts = [head]
     if passes_also:
         parts.append("passes with " + "; ".join(passes_also))
@@ -251,7 +255,7 @@ def explain(case: ConvCase, probe: Probe, caps: Capabilities) -> Explanation:
                     if row.minimal != ft.trivial(row.feature, caps)
                     and results[row.feature].get(ft.trivial(row.feature, caps)) is False)
     return Explanation(rows=tuple(rows), trigger=tuple(c for c in trigger if c is not None),
-                       calls=calls)
+                       calls=calls, trivial=tuple((f, ft.trivial(f, caps)) for f in ft.FEATURES))
 
 
 def _excluded(caps: Capabilities, p: ConvProblem, layouts: dict[str, str]) -> bool:

@@ -110,6 +110,8 @@ def _rebuild_axis(p: ConvProblem, axis: int, a: dict[str, int],
             return None
         return {"size": n, "padding": pad, "output_padding": op}
     o, r = a["outputs"], a["remainder"]
+    if a.get("_changed") != "remainder":
+        r = min(r, s - 1)  # a smaller stride leaves a smaller remainder
     if o < 1 or not 0 <= r < s:
         return None
     size = (o - 1) * s + d * (k - 1) + 1 + r - 2 * pad
@@ -137,6 +139,7 @@ def with_feature(p: ConvProblem, layouts: dict[str, str], feature: str, value: A
         for axis in axes:
             a = _axis_values(p, axis)
             a[feature] = value
+            a["_changed"] = feature  # type: ignore[assignment]
             rebuilt = _rebuild_axis(p, axis, a, feature in ("stride", "padding", "kernel",
                                                             "dilation"))
             if rebuilt is None:

@@ -87,3 +87,16 @@ def _one_bug_backward(grad_output, x, weight, bias, **kw):
 
 #: One bug (grad_input with a vertical stride), which six checks can see.
 one_bug = _conv2d_only(einsum.conv2d, _one_bug_backward)
+
+
+def _stride2_backward(grad_output, x, weight, bias, *, stride, **kw):
+    gx, gw, gb = einsum.conv2d_backward(grad_output, x, weight, bias, stride=stride, **kw)
+    if any(s == 2 and n >= 2 for s, n in zip(stride, grad_output.shape[2:])):
+        gx = gx.copy()
+        gx.flat[-1] += 1
+    return gx, gw, gb
+
+
+#: grad_input off for stride 2 exactly (two outputs along that axis): minimal
+#: case stride 2, input 3, where the tutorial's stride bug needs stride 3, input 4.
+stride2_bug = _conv2d_only(einsum.conv2d, _stride2_backward)

@@ -1,0 +1,240 @@
+"""Every distinct bug from one run (harness/triage): attribution, explanations,
+triggers, follow-up searches, one entry per bug, database keys.
+
+In-process tests pin the pieces on fixed cases; subprocess runs pin the
+whole chain on implementations with two independent bugs each
+(tests/harness/two_bugs.py) and on the tutorial: each bug reported on its own
+minimal problem, with a case file whose script exits 1.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.checks import examine
+from harness.loader import load_implementation
+from harness.problem import ConvCase, ConvProblem
+from harness.triage.catalog import Bug, merge
+from harness.triage.explain import explain, failure_probe, matches
+
+TWO_BUGS = Path(__file__).resolve().parent / "two_bugs.py"
+
+
+def problem(**changes) -> ConvProblem:
+    base = dict(op="conv2d", batch=1, in_channels=1, out_channels=1, input_size=(1, 1),
+                kernel_size=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
+                bias=True, dtype="float64")
+    return ConvProblem(**{**base, **changes})
+
+
+def constant_case(p: ConvProblem, x=0.0, w=1.0, b=0.0, g=1.0) -> ConvCase:
+    shapes = p.shapes()
+    return ConvCase(problem=p, x=np.full(shapes["x"], x), weight=np.full(shapes["weight"], w),
+                    bias=None if shapes["bias"] is None else np.full(shapes["bias"], b),
+                    grad_output=np.full(shapes["grad_output"], g))
+
+
+PADDING_CASE = lambda: constant_case(problem(padding=(1, 1)))  # noqa: E731
+STRIDE_CASE = lambda: constant_case(problem(input_size=(4, 1), stride=(3, 3)))  # noqa: E731
+
+
+# -------------------------------------------------------------- in process
+
+def test_a_property_failure_is_traced_to_the_wrong_result():
+    impl = load_implementation("conv_impl.tutorial")
+    (failure,) = examine("adjoint", impl, constant_case(problem(padding=(1, 1)), x=1.0))
+    assert (failure.check, failure.function) == ("grad_input", "conv2d_backward")
+    assert "largest error" in failure.message
+
+
+def test_a_failure_of_a_derived_call_is_reported_on_its_problem():
+    """finite_difference stacks its perturbations into one batch; a forward wrong
+    only for batches over 4 is that call's bug, on that stacked problem."""
+    impl = load_implementation(f"{TWO_BUGS}:big_batch_only")
+    case = constant_case(problem(input_size=(3, 1), bias=False), x=1.0)
+    failures = examine("finite_difference", impl, case)
+    assert failures and failures[0].check == "forward" and failures[0].function == "conv2d"
+    assert failures[0].case.problem.batch > 4
+
+
+def test_a_wrong_dtype_does_not_hide_a_wrong_value():
+    impl = load_implementation(f"{TWO_BUGS}:dtype_and_grad_bias")
+    case = constant_case(problem(batch=2, dtype="float32"))
+    assert [f.check for f in examine("grad_bias", impl, case)] == ["grad_bias", "dtype"]
+    assert [f.check for f in examine("grad_input", impl, case)] == ["dtype"]
+
+
+def test_the_explanation_of_the_tutorials_stride_bug():
+    impl = load_implementation("conv_impl.tutorial")
+    case = STRIDE_CASE()
+    (failure,) = examine("grad_input", impl, case)
+    explanation = explain(case, failure_probe(impl, failure, None), impl.capabilities)
+    rows = {row.feature: row for row in explanation.rows}
+    assert sorted(rows["stride"].passes) == [1, 2] and sorted(rows["stride"].fails) == [3, 4]
+    assert rows["outputs"].passes == (1,)  # one output along the strided axis: nothing to space
+    assert not rows["padding"].fails or 0 in rows["padding"].fails
+    for independent in ("batch", "dtype", "layout", "in_channels", "out_channels", "kernel"):
+        assert not rows[independent].passes, rows[independent]
+    assert [c.text() for c in explanation.trigger] == ["stride >= 3", "outputs >= 2"]
+    line = explanation.one_line()
+    assert line.startswith("fails when stride >= 3 and outputs >= 2")
+    assert "independent of batch, dtype" in line
+    # repeatable: a fixed seed, a bounded number of calls
+    again = explain(case, failure_probe(impl, failure, None), impl.capabilities)
+    assert again == explanation and explanation.calls <= 240
+
+
+def test_the_trigger_is_a_predicate_on_problems():
+    impl = load_implementation("conv_impl.tutorial")
+    case = PADDING_CASE()
+    (failure,) = examine("grad_input", impl, case)
+    explanation = explain(case, failure_probe(impl, failure, None), impl.capabilities)
+    assert [c.text() for c in explanation.trigger] == ["padding >= 1"]
+    assert matches(list(explanation.trigger), problem(padding=(2, 2), input_size=(3, 3)), {})
+    assert not matches(list(explanation.trigger), problem(input_size=(4, 4), stride=(3, 3)), {})
+
+
+def _bug(check: str, conditions, params: ConvProblem, failure="grad_input") -> Bug:
+    from harness.triage.explain import Condition
+    return Bug(check=check, failure=failure, function="conv2d_backward", op="conv2d",
+               params=params.params(), layouts={}, trigger="",
+               conditions=[Condition(*c) for c in conditions], explanation=[], case_file=None)
+
+
+def test_one_bug_seen_by_six_checks_is_one_entry_and_two_bugs_stay_two():
+    padding = [("padding", ">=", 1, None)]
+    stride = [("stride", ">=", 3, None), ("outputs", ">=", 2, None)]
+    checks = ["grad_input", "adjoint", "linearity", "finite_difference", "pointwise",
+              "delta_kernel"]
+    found = [_bug(c, padding, problem(padding=(1, 1))) for c in checks]
+    found += [_bug(c, stride, problem(input_size=(4, 4), stride=(3, 3))) for c in checks[:3]]
+    found.append(_bug("grad_input", [], problem(dtype="float32"), failure="dtype"))
+    entries = merge(found, checks)
+    assert sorted((e.failure, e.conditions[0].feature if e.conditions else None, e.checks)
+                  for e in entries) == [("dtype", None, ["grad_input"]),
+                                        ("grad_input", "padding", checks),
+                                        ("grad_input", "stride", checks[:3])]
+
+
+# -------------------------------------------------------------- whole runs
+
+def run_summary(run_pytest, tmp_path, *args: str) -> tuple[dict, Path, str]:
+    failures = tmp_path / "failures"
+    done = run_pytest(*args, "--conv-failures", failures)
+    assert done.returncode == 1, done.stdout[-4000:] + done.stderr[-2000:]
+    summary = json.loads((failures / "summary.json").read_text())
+    return summary, failures, done.stdout
+
+
+def scripts_exit_1(failures: Path, bugs: list[dict]) -> None:
+    runs = [subprocess.Popen([sys.executable, str(failures / Path(b["case_file"]).with_suffix(
+        ".py"))], cwd=failures, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for b in bugs]
+    for proc in runs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 1, out + err
+
+
+def minimal(bug: dict) -> dict:
+    return bug["params"]
+
+
+def test_one_default_run_lists_the_tutorials_two_bugs(run_pytest, tmp_path):
+    summary, failures, out = run_summary(run_pytest, tmp_path, "--impl", "conv_impl.tutorial")
+    (entry,) = summary["implementations"]
+    assert entry["verdict"] == "failed" and entry["examples"] > 0
+    padding, stride = entry["bugs"]
+    assert padding["failure"] == stride["failure"] == "grad_input"
+    assert minimal(padding) == {
+        "batch": 1, "in_channels": 1, "out_channels": 1, "input_size": [1, 1],
+        "kernel_size": [1, 1], "stride": [1, 1], "padding": [1, 1], "dilation": [1, 1],
+        "groups": 1, "bias": True, "dtype": "float64"}
+    assert padding["trigger"].startswith("fails when padding >= 1")
+    # every check that can see it, one entry
+    assert set(padding["checks"]) >= {"grad_input", "adjoint", "finite_difference"}
+    p = minimal(stride)
+    assert p["stride"] == [3, 3] and sorted(p["input_size"]) == [1, 4]  # square: the tutorial
+    assert p["kernel_size"] == [1, 1] and p["padding"] == [0, 0] and p["batch"] == 1
+    assert stride["trigger"].startswith("fails when stride >= 3 and outputs >= 2")
+    rows = {row["feature"]: row for row in stride["explanation"]["changes"]}
+    assert sorted(rows["stride"]["passes"]) == [1, 2] and sorted(rows["stride"]["fails"]) == [3, 4]
+    scripts_exit_1(failures, entry["bugs"])
+    assert len(out.splitlines()) < 600  # a few hundred lines, not the scripts
+
+
+@pytest.mark.parametrize("spec, selection, expected", [
+    ("two_grad_input_bugs", "test_grad_input and conv2d]",
+     [("grad_input", "padding"), ("grad_input", "dilation")]),
+    ("dtype_and_grad_bias", "conv2d] and (test_grad_input or test_grad_bias)",
+     [("dtype", "dtype"), ("grad_bias", "batch", "bias")]),
+    ("two_forward_bugs", "test_forward and conv2d]",
+     [("forward", "stride"), ("forward", "groups")]),
+])
+def test_two_independent_bugs_are_two_minimal_entries(run_pytest, tmp_path, spec, selection,
+                                                     expected):
+    summary, failures, _ = run_summary(run_pytest, tmp_path, "--impl", f"{TWO_BUGS}:{spec}",
+                                       "-k", selection)
+    bugs = summary["implementations"][0]["bugs"]
+    seen = sorted((b["failure"], *[c["feature"] for c in b["conditions"]]) for b in bugs)
+    assert seen == sorted(expected), bugs
+    for bug in bugs:
+        p = minimal(bug)
+        feature = bug["conditions"][0]["feature"]
+        # minimal: one channel per group, batch 1 (unless the bug needs more), no extras
+        assert p["batch"] == (2 if feature == "batch" else 1)
+        assert p["in_channels"] == p["out_channels"] == (2 if feature == "groups" else 1)
+        assert p["kernel_size"] == [1, 1]
+        assert p["dtype"] == ("float32" if feature == "dtype" else "float64")
+        others = {"padding": [0, 0], "dilation": [1, 1], "stride": [1, 1]}
+        for name, trivial in others.items():
+            if name != feature:
+                assert p[name] == trivial, (name, p)
+            else:
+                assert sorted(p[name]) == sorted([trivial[0], trivial[0] + 1]), (name, p)
+    scripts_exit_1(failures, bugs)
+
+
+def test_a_single_bug_seen_by_many_checks_is_one_entry(run_pytest, tmp_path):
+    summary, failures, _ = run_summary(run_pytest, tmp_path, "--impl", f"{TWO_BUGS}:one_bug",
+                                       "-k", "conv2d")
+    (bug,) = summary["implementations"][0]["bugs"]
+    assert bug["failure"] == "grad_input" and len(bug["checks"]) >= 2
+    scripts_exit_1(failures, [bug])
+
+
+def test_a_stacked_batch_failure_is_reported_on_the_stacked_batch(run_pytest, tmp_path):
+    summary, failures, out = run_summary(
+        run_pytest, tmp_path, "--impl", f"{TWO_BUGS}:big_batch_only", "-k",
+        "finite_difference and conv2d]")
+    (bug,) = summary["implementations"][0]["bugs"]
+    assert (bug["failure"], bug["function"], bug["check"]) == ("forward", "conv2d",
+                                                              "finite_difference")
+    assert minimal(bug)["batch"] > 4
+    assert bug["trigger"].startswith("fails when batch >= 5")
+    assert "derived from the one it drew" in out
+    record = json.loads((failures / bug["case_file"]).read_text())
+    assert record["run_check"] == "forward" and record["params"]["batch"] > 4
+    scripts_exit_1(failures, [bug])
+
+
+def test_each_implementation_has_its_own_database_entries(run_pytest, tmp_path):
+    """Run A (stride 3 bug), then B (stride 2 bug) with the same database: B's case is
+    its own minimal one, not A's replayed unshrunk."""
+    db = tmp_path / "db"
+    for name, spec in (("a", "conv_impl.tutorial:stride_bug_only"),
+                       ("b", f"{TWO_BUGS}:stride2_bug")):
+        folder = tmp_path / name
+        done = run_pytest("--impl", spec, "-k", "test_grad_input and conv2d]",
+                          "--conv-db", db, "--conv-failures", folder)
+        assert done.returncode == 1, done.stdout[-3000:]
+        (bug,) = json.loads((folder / "summary.json").read_text())["implementations"][0]["bugs"]
+        p = bug["params"]
+        axis = 0 if p["stride"][0] > 1 else 1
+        expected = (3, 4) if name == "a" else (2, 3)
+        assert (p["stride"][axis], p["input_size"][axis]) == expected, p
