@@ -1,21 +1,26 @@
-"""The fast core of ``conv_impl.einsum``: chunked einsum contractions over
+"""The fast core of ``conv_impl.einsum``: chunked BLAS contractions over
 window copies of the padded input, four paths by the shape of the problem.
 
 * Exact windows (every forward pass and weight gradient with more than
   one input channel per group, and the input gradient unless there are few;
   ``_exact_*``): the window copy of a chunk of whole images is one copy of
   an as_strided view of the chunk's zero-padded images (padded a chunk at a
-  time, in a reused buffer), real output positions only, and one einsum
-  GEMM per image writes straight into the output. The input gradient is a
-  stride-1 correlation per stride phase. See the section's comment for why.
+  time, in a reused buffer), real output positions only, and one GEMM per
+  image (``np.matmul``) writes the output. The input gradient is a
+  stride-1 correlation per stride phase. float32 window copies of 32 rows
+  or more are channels-last (``_exact_correlate_nhwc``: OpenBLAS's float32
+  kernels are far faster on that GEMM orientation). See the section's
+  comment for why.
 * Flat polyphase layout (described below): the input gradient with few
   input channels per group (e.g. a first layer on RGB,
   ``_flat_input_grad``): a col2im scatter of contiguous slices, which is
   what pays when the gathering input gradient's GEMM would have a handful
   of rows; and the direct path's layout.
-* Direct (one input channel per group: depthwise): per-tap multiply-adds
-  on the flat layout, a channel's row at a time, no GEMM.
-* Pointwise (1x1 kernel, no padding): one batched einsum on the input.
+* Direct (one input channel per group: depthwise): per channel, the taps'
+  windows (contiguous slices of the flat layout) copied into rows and
+  multiplied by the channel's weights in one small BLAS product; no GEMM
+  across channels.
+* Pointwise (1x1 kernel, no padding): one batched ``np.matmul`` on the input.
 
 The flat layout. A cross-correlation with stride ``s`` and dilation ``d``
 reads, for output position ``i`` and kernel tap ``k``, the padded input at
@@ -28,16 +33,11 @@ coordinates fall past the real output are computed and thrown away): then
 the window of every tap over a run of output positions is one contiguous
 slice of that row, at a constant offset. So
 
-* the direct path multiplies each tap's window in place, a slice of the
-  layout, no copy;
+* the direct path reads each tap's window as a slice of the layout;
 * the input gradient (``_flat_input_grad``) is a convolution's im2col
-  backwards: per chunk of output positions one einsum GEMM for every tap's
-  block (``oq,ok->kq``, handed to BLAS with a precomputed contraction
-  path; NumPy's einsum lays a BLAS result out as [free indices of the
-  second operand, free indices of the first], so the operands are written
-  in the order that makes each result C-contiguous, with no transposing
-  copy), each block added onto its contiguous slice (col2im), so the
-  stride's "inserted zeros" never exist;
+  backwards: per chunk of output positions one GEMM for every tap's block
+  (``np.matmul``), each block added onto its contiguous slice (col2im), so
+  the stride's "inserted zeros" never exist;
 * a stride remainder is never even copied: only the part of the padded
   input that some window reads is laid out, and the input gradient of the
   rest stays zero.
@@ -283,13 +283,6 @@ def _out_block(arr: np.ndarray, chunk, channels: slice) -> np.ndarray:
     return blk.transpose((1, 0) + tuple(range(2, arr.ndim)))
 
 
-@functools.lru_cache(maxsize=64)
-def _path(spec: str, *shapes: Ints) -> list:
-    """The contraction path einsum would pick, computed once per shape."""
-    ops = [np.empty(s, dtype=np.float32) for s in shapes]
-    return np.einsum_path(spec, *ops, optimize="optimal")[0]
-
-
 # ----------------------------------------------------------------------------
 # forward, weight gradient, input gradient
 # ----------------------------------------------------------------------------
@@ -298,22 +291,6 @@ def _sampled(plan: Plan, a: np.ndarray) -> tuple:
     """Index of the input positions a pointwise (1x1) kernel reads."""
     return (slice(None), slice(None)) + tuple(
         slice(0, s * (o - 1) + 1, s) for s, o in zip(plan.stride, plan.out_size))
-
-
-def _pointwise_specs(groups: int) -> dict[str, str]:
-    """einsum specs of the pointwise path.
-
-    The batch axis is in every operand (the weight is broadcast along it, a
-    stride-0 view), so NumPy runs each as one batched matmul whose result is
-    already laid out (N, C, positions) and can be written into a
-    preallocated output. The groups axis is left out when there is one group
-    (it would make NumPy merge axes by copying).
-    """
-    if groups == 1:
-        return {"fwd": "ncq,noc->noq", "gx": "noq,noc->ncq",
-                "gw": "ncq,noq->noc", "sum": "noc->oc"}
-    return {"fwd": "ngcq,ngoc->ngoq", "gx": "ngoq,ngoc->ngcq",
-            "gw": "ngcq,ngoq->ngoc", "sum": "ngoc->goc"}
 
 
 def _pointwise_operand(plan: Plan, a: np.ndarray, channels: int) -> np.ndarray:
@@ -326,22 +303,21 @@ def _pointwise_operand(plan: Plan, a: np.ndarray, channels: int) -> np.ndarray:
 
 
 def _pointwise_weight(plan: Plan, w: np.ndarray) -> np.ndarray:
-    """The weight as a read-only (N, [G,] C_out/G, C_in/G) broadcast view."""
-    wg = w.reshape(plan.c_out, plan.cg) if plan.groups == 1 else \
+    """The weight as ([G,] C_out/G, C_in/G), broadcast by ``np.matmul``
+    along the images (and the groups axis left out for one group: NumPy
+    would merge it by copying)."""
+    return w.reshape(plan.c_out, plan.cg) if plan.groups == 1 else \
         w.reshape(plan.groups, plan.og, plan.cg)
-    return np.broadcast_to(wg, (plan.n,) + wg.shape)
 
 
 def _pointwise_forward(plan: Plan, x: np.ndarray, w: np.ndarray,
                        bias: Optional[np.ndarray]) -> np.ndarray:
     """A 1x1 kernel without padding: y[n, o] = w[o, :] . x[n, :, sampled]; one
-    einsum straight on the input (no layout conversion) into the output."""
-    spec = _pointwise_specs(plan.groups)["fwd"]
+    batched ``np.matmul`` straight on the input (no layout conversion) into
+    the output."""
     xs = _pointwise_operand(plan, x[_sampled(plan, x)], plan.c_in)
-    wb = _pointwise_weight(plan, w)
     y = np.empty((plan.n, plan.c_out) + plan.out_size, dtype=plan.dtype)
-    np.einsum(spec, xs, wb, out=_pointwise_operand(plan, y, plan.c_out),
-              optimize=_path(spec, xs.shape, wb.shape))
+    np.matmul(_pointwise_weight(plan, w), xs, out=_pointwise_operand(plan, y, plan.c_out))
     if bias is not None:
         y += bias.reshape((-1,) + (1,) * len(plan.out_size))
     return y
@@ -352,27 +328,23 @@ def _pointwise_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray,
                         want_bias: bool):
     """Gradients of ``_pointwise_forward``; input positions the kernel does
     not read (stride > 1) get zero."""
-    specs = _pointwise_specs(plan.groups)
     gos = _pointwise_operand(plan, go, plan.c_out)
     gx = gw = gb = None
     if want_bias:
         gb = np.einsum("noq->o", gos.reshape(plan.n, plan.c_out, -1))
     if want_weight:
         xs = _pointwise_operand(plan, x[_sampled(plan, x)], plan.c_in)
-        per_image = np.einsum(specs["gw"], xs, gos,
-                              optimize=_path(specs["gw"], xs.shape, gos.shape))
-        gw = np.einsum(specs["sum"], per_image).reshape((plan.c_out, plan.cg) + plan.kernel)
+        per_image = np.matmul(gos, xs.swapaxes(-1, -2))  # (N, [G,] C_out/G, C_in/G)
+        gw = per_image.sum(axis=0).reshape((plan.c_out, plan.cg) + plan.kernel)
     if want_input:
-        wb = _pointwise_weight(plan, w)
-        path = _path(specs["gx"], gos.shape, wb.shape)
+        wt = _pointwise_weight(plan, w).swapaxes(-1, -2)
         full = plan.out_size == plan.in_size  # every input position is read
         gx = (np.empty if full else np.zeros)((plan.n, plan.c_in) + plan.in_size,
                                                dtype=plan.dtype)
         if full:
-            np.einsum(specs["gx"], gos, wb, out=_pointwise_operand(plan, gx, plan.c_in),
-                      optimize=path)
+            np.matmul(wt, gos, out=_pointwise_operand(plan, gx, plan.c_in))
         else:
-            d = np.einsum(specs["gx"], gos, wb, optimize=path)
+            d = np.matmul(wt, gos)
             gx[_sampled(plan, gx)] = d.reshape((plan.n, plan.c_in) + plan.out_size)
     return gx, gw, gb
 
@@ -525,8 +497,10 @@ def _direct_input_grad_gather(plan: Plan, w: np.ndarray, go: np.ndarray) -> np.n
 # of the chunk's zero-padded images (one NumPy call per chunk and group;
 # the chunk is padded into a reused buffer just before, see
 # ``_PlacedImages``), and the contraction is one GEMM per image, all the
-# chunk's in one batched ``einsum`` whose result is written straight into
-# the output array (out=, C_out x positions per image). The bias rides
+# chunk's in one batched ``np.matmul`` whose result is written straight
+# into the output array (out=, C_out x positions per image); in float32,
+# channels-last with the result transposed in (``_exact_correlate_nhwc``).
+# The bias rides
 # along as one more row of ones in the window copy. The weight gradient
 # uses the same window copy. The input gradient of a stride-1 correlation
 # is the stride-1 correlation of the padded grad-output with the flipped,
@@ -852,7 +826,7 @@ def _exact_weight_grad(plan: Plan, x: np.ndarray, go: np.ndarray, want_bias: boo
     """Weight (and bias) gradient of the exact-window path: per chunk and
     group the same window copy as the forward pass, contracted per image
     with that image's grad-output (already laid out (C_out, positions): no
-    layout copy), all the chunk's images in one batched einsum
+    layout copy), all the chunk's images in one batched ``np.matmul``
     (``_images_weight_gemm``). The bias gradient rides along as the weight
     of a row of ones in the window copy, as the bias does in the forward
     pass."""
