@@ -1,10 +1,11 @@
 """Regenerate the README's tutorial example from a real run (never hand-edit it).
 
-Runs the conformance suite's grad_input check against the known-buggy
+Runs the whole conformance suite against the known-buggy
 ``conv_impl.tutorial`` (derandomised: HYPOTHESIS_PROFILE=harness-test, so
-the same shrunk case every time), then runs the reproduction script it saved
-and replays the case file against the tutorial and against conv_impl.einsum,
-and writes all four outputs into README.md between the markers
+the same shrunk cases every time), then runs the reproduction script of each
+distinct bug it listed and replays one case file against the tutorial and
+against conv_impl.einsum, and writes the run's bug list, the grad_input
+test's report and those outputs into README.md between the markers
 
     <!-- tutorial-example:begin -->
     <!-- tutorial-example:end -->
@@ -18,6 +19,7 @@ the section instead. The run's temporary failures folder is shown as
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -40,11 +42,12 @@ def _pytest(*args: str) -> list[str]:
             "-W", "ignore::DeprecationWarning", *args]
 
 
-def _failure_section(stdout: str) -> str:
-    """The first failure's report as pytest prints it (header to summary)."""
+def _failure_section(stdout: str, test: str = "") -> str:
+    """A failure's report as pytest prints it (header to the next one): the first, or
+    the one whose header names ``test``."""
     lines = stdout.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("_") and "test_" in line
-                 or line.startswith("_ replay"))
+    start = next(i for i, line in enumerate(lines) if line.startswith("_") and (
+        test in line if test else ("test_" in line or line.startswith("_ replay"))))
     end = next(i for i in range(start + 1, len(lines))
                if lines[i].startswith("=") or lines[i].startswith("___"))
     return "\n".join(lines[start:end]).rstrip()
@@ -63,28 +66,36 @@ def generate() -> str:
         def show(text: str) -> str:
             return text.replace(str(failures), ".conv-failures")
 
-        found = _run(_pytest("tests/conformance/test_conformance.py", "-k", "grad_input",
-                             "--impl", "conv_impl.tutorial", "--conv-failures",
+        found = _run(_pytest("-n", "2", "--impl", "conv_impl.tutorial", "--conv-failures",
                              str(failures)), env)
-        cases = sorted(failures.glob("*.json"))
-        if found.returncode != 1 or len(cases) != 1:
-            raise SystemExit(f"expected one failure from the tutorial, got exit status "
-                             f"{found.returncode} and {len(cases)} case file(s):\n"
+        summary_file = failures / "summary.json"
+        bugs = (json.loads(summary_file.read_text())["implementations"][0]["bugs"]
+                if summary_file.is_file() else [])
+        if found.returncode != 1 or len(bugs) != 2:
+            raise SystemExit(f"expected the tutorial's two bugs, got exit status "
+                             f"{found.returncode} and {len(bugs)} bug(s):\n"
                              + found.stdout[-3000:] + found.stderr[-3000:])
+        cases = [failures / bug["case_file"] for bug in bugs]
+        ran = [_run([sys.executable, str(case.with_suffix(".py"))], env) for case in cases]
         case = cases[0]
-        script = case.with_suffix(".py")
-        ran = _run([sys.executable, str(script)], env)
         replay_bad = _run(_pytest("--replay", str(case)), env)
         replay_good = _run(_pytest("--replay", str(case), "--impl", "conv_impl.einsum"), env)
         shown_case = show(str(case))
+        summary = found.stdout.split("convolution harness summary")[1].split("\n", 1)[1]
+        summary = summary.split("\n  check ")[0]
         parts = [
-            "The known-buggy tutorial, `pytest -n auto --impl conv_impl.tutorial` "
-            "(here only its `grad_input` check). Its report, as pytest prints it:",
-            "```text\n" + show(_failure_section(found.stdout)) + "\n"
-            + _last_line(found.stdout) + "\n```",
-            f"The standalone script saved beside the case file, run on its own "
-            f"(exit status {ran.returncode}):",
-            f"```text\n$ python {show(str(script))}\n" + show(ran.stdout.rstrip()) + "\n```",
+            "The known-buggy tutorial, `pytest -n auto --impl conv_impl.tutorial`: the end "
+            "of the run, with its distinct bugs (the same list is in "
+            "`.conv-failures/summary.json`):",
+            "```text\n" + show(summary.rstrip()) + "\n" + _last_line(found.stdout) + "\n```",
+            "The report of one failing test, `test_grad_input`, as pytest prints it: each "
+            "bug it found, shrunk, explained, with its case file and script:",
+            "```text\n" + show(_failure_section(found.stdout, "test_grad_input[")) + "\n```",
+            "The standalone script saved beside each case file, run on its own "
+            f"(exit status {' and '.join(str(r.returncode) for r in ran)}):",
+            "```text\n" + "\n\n".join(
+                f"$ python {show(str(c.with_suffix('.py')))}\n" + show(r.stdout.rstrip())
+                for c, r in zip(cases, ran)) + "\n```",
             f"Replaying the case file against the tutorial (exit status "
             f"{replay_bad.returncode}) and against `conv_impl.einsum` "
             f"(exit status {replay_good.returncode}):",
