@@ -66,6 +66,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              "after a failure is shrunk, the check is searched again with that bug's "
              "trigger excluded, until N bugs or nothing more is found (default 3)")
     group.addoption(
+        "--conv-print-scripts", action="store_true", default=False,
+        help="print each bug's standalone reproduction script in its report (it is always "
+             "saved beside the case file)")
+    group.addoption(
         "--conv-invalid", action="store_true", default=False,
         help="also check that the implementation raises on invalid problems exactly "
              "when torch does (opt-in: many implementations do not validate)")
@@ -148,7 +152,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if max_bugs < 1:
         raise pytest.UsageError(f"--conv-max-bugs {max_bugs}: must be at least 1")
     config.pluginmanager.register(Summary(impls, failures_dir(config)), "conv_harness_summary")
-    config.pluginmanager.register(BugSearch(max_bugs), "conv_harness_bug_search")
+    config.pluginmanager.register(BugSearch(max_bugs, config.getoption("--conv-print-scripts")),
+                                  "conv_harness_bug_search")
 
 
 def timeout_of(config: pytest.Config) -> float | None:

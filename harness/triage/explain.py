@@ -4,7 +4,7 @@ For the bug's minimal problem, each feature (harness/triage/features.py) is
 set to a few other values, one at a time, and the implementation is called
 on the changed problem with fresh data: twice, once with the minimal case's
 own constants where its arrays are constant and seeded noise elsewhere, once
-with seeded noise everywhere. The changed problem *fails* when either call
+with seeded noise everywhere (at most `MAX_CALLS` calls and `MAX_SECONDS`). The changed problem *fails* when either call
 shows the same kind of failure from the same function (``grad_input``
 wrong, ``dtype`` wrong, ``raised``, ...). The seeds are fixed, so an
 explanation is the same on every run, and the number of calls is bounded.
@@ -20,6 +20,7 @@ one's problem matches the other's trigger.
 from __future__ import annotations
 
 import hashlib
+import time
 import zlib
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -33,8 +34,10 @@ from harness.loader import Implementation
 from harness.problem import ConvCase, ConvProblem
 from harness.triage import features as ft
 
-#: the most calls of the implementation one explanation makes
+#: the most calls of the implementation one explanation makes, and the most
+#: time it takes (a bug that is a hang must not make it take 240 time limits)
 MAX_CALLS = 240
+MAX_SECONDS = 30.0
 _CONTRACT_KINDS = frozenset({"forward", "grad_input", "grad_weight", "grad_bias", "dtype",
                              "shape", "raised", "result_type", "nonfinite", "input_changed",
                              "timeout", "crashed"})
@@ -226,6 +229,7 @@ def explain(case: ConvCase, probe: Probe, caps: Capabilities) -> Explanation:
     axis = ft.main_axis(p, layouts, caps)
     axes = tuple(range(len(p.input_size))) if caps.square else (axis,)
     calls = 0
+    deadline = time.monotonic() + MAX_SECONDS
     rows: list[Row] = []
     results: dict[str, dict[Any, bool]] = {}
     for feature in ft.FEATURES:
@@ -234,7 +238,7 @@ def explain(case: ConvCase, probe: Probe, caps: Capabilities) -> Explanation:
         outcome: dict[Any, bool] = {}
         for value in ft.candidates(feature, minimal, caps, p, axis if on_axis else None):
             changed = ft.with_feature(p, layouts, feature, value, axes)
-            if changed is None or calls >= MAX_CALLS:
+            if changed is None or calls >= MAX_CALLS or time.monotonic() > deadline:
                 continue
             q, q_layouts = changed
             if _excluded(caps, q, q_layouts):

@@ -32,6 +32,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from harness import suite
+from harness.failures import script_path
 from harness.loader import _is_path, split_spec
 from harness.plugin import Target
 from harness.triage.catalog import Bug
@@ -104,7 +105,7 @@ def follow_up(target: Target, check: str, known: list[Bug]) -> list[suite.Found]
     return []
 
 
-def describe(found: suite.Found, max_calls_note: bool = False) -> Bug:
+def describe(found: suite.Found, print_script: bool = False) -> Bug:
     """Explain a shrunk failure and make it a `Bug`."""
     target, failure = found.target, found.failure
     case = failure.case if failure.case is not None else found.drawn
@@ -119,11 +120,11 @@ def describe(found: suite.Found, max_calls_note: bool = False) -> Bug:
               layouts={k: v for k, v in case.layouts.items()}, trigger=explanation.one_line(),
               conditions=list(explanation.trigger), explanation=list(explanation.rows),
               case_file=case_file)
-    bug.report = _bug_text(found, explanation)
+    bug.report = _bug_text(found, explanation, print_script)
     return bug
 
 
-def _bug_text(found: suite.Found, explanation) -> str:
+def _bug_text(found: suite.Found, explanation, print_script: bool = False) -> str:
     lines = [found.text, f"trigger:   {explanation.one_line()}"]
     if explanation.rows:
         lines.append("explanation: single changes to this problem, with fresh data "
@@ -131,15 +132,19 @@ def _bug_text(found: suite.Found, explanation) -> str:
         lines.append(explanation.table())
     if found.case_file is not None:
         lines += suite.saved_lines(found.case_file)
+        script = script_path(found.case_file)
+        if print_script and script.is_file():
+            lines += ["---- reproduction script " + "-" * 45, script.read_text().rstrip("\n"),
+                      "---- end of script " + "-" * 51]
     else:
         lines.append(f"(could not save the case file in {found.target.failures_dir})")
     return "\n".join(lines)
 
 
-def triage(target: Target, check: str, first: list[suite.Found], max_bugs: int) -> tuple[
-        list[Bug], str]:
+def triage(target: Target, check: str, first: list[suite.Found], max_bugs: int,
+           print_script: bool = False) -> tuple[list[Bug], str]:
     """The bugs of one check: the first found, then follow-up searches; and why it stopped."""
-    bugs = [describe(found) for found in first[:1]]
+    bugs = [describe(found, print_script) for found in first[:1]]
     known = list(bugs)
     stop = f"stopped at --conv-max-bugs {max_bugs}"
     for _ in range(max_bugs + 2):  # a duplicate costs a round, never an endless loop
@@ -150,7 +155,7 @@ def triage(target: Target, check: str, first: list[suite.Found], max_bugs: int) 
             stop = ("a further search, with the bugs above not counted, found nothing else"
                     if len(bugs) == len(known) else "no further distinct bug found")
             break
-        bug = describe(found[0])
+        bug = describe(found[0], print_script)
         known.append(bug)
         same = [old for old in bugs if old.same_as(bug)]
         if same:
@@ -191,8 +196,9 @@ def conformance_target(item: pytest.Item) -> tuple[Target, str] | tuple[None, No
 class BugSearch:
     """The pytest side: database keys, follow-up searches, and the test's report."""
 
-    def __init__(self, max_bugs: int = DEFAULT_MAX_BUGS):
+    def __init__(self, max_bugs: int = DEFAULT_MAX_BUGS, print_scripts: bool = False):
         self.max_bugs = max_bugs
+        self.print_scripts = print_scripts
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_call(self, item: pytest.Item):
@@ -207,7 +213,7 @@ class BugSearch:
             first = _take_found()
             if not first:
                 raise
-            bugs, stop = triage(target, check, first, self.max_bugs)
+            bugs, stop = triage(target, check, first, self.max_bugs, self.print_scripts)
             item.stash[BUGS] = [bug.to_json() for bug in bugs]
             raise BugsFound(report(target, check, bugs, stop, _hypothesis_notes(exc))) from None
 

@@ -238,3 +238,13 @@ def test_each_implementation_has_its_own_database_entries(run_pytest, tmp_path):
         axis = 0 if p["stride"][0] > 1 else 1
         expected = (3, 4) if name == "a" else (2, 3)
         assert (p["stride"][axis], p["input_size"][axis]) == expected, p
+
+
+def test_max_bugs_and_printing_the_script_are_options(run_pytest, tmp_path):
+    summary, failures, out = run_summary(
+        run_pytest, tmp_path, "--impl", "conv_impl.tutorial", "-k",
+        "test_grad_input and conv2d]", "--conv-max-bugs", "1", "--conv-print-scripts")
+    (bug,) = summary["implementations"][0]["bugs"]
+    assert "found 1 distinct bug (stopped at --conv-max-bugs 1)" in out
+    script = (failures / bug["case_file"]).with_suffix(".py").read_text()
+    assert script.rstrip("\n") in out
