@@ -945,16 +945,20 @@ def _exact_input_grad(plan: Plan, w: np.ndarray, go: np.ndarray) -> np.ndarray:
         kernel = tuple(len(a[1]) for a in axes)
         step = tuple(a[2] for a in axes)
         sub = w5[np.ix_(range(G), range(og), range(cg), *(a[1] for a in axes))]
-        kp = math.prod(kernel)  # (g, c, tap * o) in the window copy's order
-        wt = np.ascontiguousarray(
-            sub.reshape(G, og, cg, kp).transpose(0, 2, 3, 1)).reshape(G, cg, kp * og)
+        kp = math.prod(kernel)
+        # (g, c, tap * o) in the window copy's order, as the transposed view
+        # of a (g, tap * o, c) array: the layout the channels-last path
+        # multiplies by, so it takes it without another copy of the weight
+        wt = np.ascontiguousarray(sub.reshape(G, og, cg, kp).transpose(0, 3, 1, 2)).reshape(
+            G, kp * og, cg).transpose(0, 2, 1)
+        del sub
         if len(live) > 1:
             src, src_lo = placed[(slice(None), slice(None)) + tuple(
                 slice(l - a[3], None) for l, a in zip(lo, axes))], None
         else:
             src, src_lo = go, tuple(a[3] for a in axes)
-        _correlate_fn(plan.dtype, kp * og)(src, src_lo, wt, out, kernel, (1,) * len(kernel), step,
-                                  None)
+        correlate = _correlate_fn(plan.dtype, kp * og)
+        correlate(src, src_lo, wt, out, kernel, (1,) * len(kernel), step, None)
     return gx
 
 
