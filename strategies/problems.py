@@ -17,19 +17,52 @@ away gives the dtypes back.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import math
 from dataclasses import dataclass
 
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from harness.capabilities import Capabilities
-from harness.problem import OPS, ConvProblem
+from harness.problem import OPS, ConvProblem, conv_output_length
+
+
+@dataclass(frozen=True)
+class LargeTier:
+    """Realistic layer sizes, drawn for a share of the examples (issue 12).
+
+    Optimised convolutions break at the tail of a block of 8, 16, 32 or 64
+    (images, channels, output positions), on a separate path for large
+    kernels, or in a lower-precision accumulation for long reductions: sizes
+    the tiny problems never reach. One example in about `ODDS` draws its
+    sizes up to these bounds instead of the tiny ones (`LARGE_SHARE`).
+
+    ``kernel``, ``outputs`` (output positions per axis; for a transposed
+    problem, input positions), ``batch`` and ``channels_per_group`` are the
+    largest values; ``budget`` bounds the multiply-adds of one forward pass
+    (batch * channels * positions * K), so that a large example costs
+    milliseconds; ``max_terms`` bounds the forward and input-gradient
+    reduction length K, below 8192 where a float32 result accumulated in
+    float16 would hide inside float32's rounding bound.
+    """
+
+    kernel: int
+    outputs: int
+    batch: int = 17
+    channels_per_group: int = 65
+    budget: int = 2**18
+    max_terms: int = 4096
 
 
 @dataclass(frozen=True)
 class Bounds:
-    """Largest values drawn; per number of spatial axes, so conv3d stays small."""
+    """Largest values drawn; per number of spatial axes, so conv3d stays small.
+
+    ``large``, if set, is the size tier a share of the examples is drawn from
+    (see `LargeTier`); a bound of 1 stays 1 there (``kernel=1``: 1x1 kernels only).
+    """
 
     kernel: int
     stride: int
@@ -39,13 +72,48 @@ class Bounds:
     batch: int = 3
     groups: int = 3
     channels_per_group: int = 3
+    large: LargeTier | None = None
 
+
+#: The large tier: kernels up to 33 in 1-d (long 1-d kernels: K = 33 * 65 =
+#: 2145), 7 in 2-d, 5 in 3-d; output positions per image up to 1025, 33x33 =
+#: 1089 and 11**3 = 1331; 17 images (16 + 1); 65 channels per group (64 + 1):
+#: each one past a power of two, or the largest kernel in common use.
+LARGE_TIERS: dict[int, LargeTier] = {
+    1: LargeTier(kernel=33, outputs=1025),
+    2: LargeTier(kernel=7, outputs=33),
+    3: LargeTier(kernel=5, outputs=11),
+}
 
 DEFAULT_BOUNDS: dict[int, Bounds] = {
-    1: Bounds(kernel=5, stride=4, padding=3, dilation=3, outputs=8),
-    2: Bounds(kernel=4, stride=4, padding=3, dilation=3, outputs=5),
-    3: Bounds(kernel=3, stride=3, padding=2, dilation=2, outputs=3, batch=2),
+    1: Bounds(kernel=5, stride=4, padding=3, dilation=3, outputs=8, large=LARGE_TIERS[1]),
+    2: Bounds(kernel=4, stride=4, padding=3, dilation=3, outputs=5, large=LARGE_TIERS[2]),
+    3: Bounds(kernel=3, stride=3, padding=2, dilation=2, outputs=3, batch=2,
+              large=LARGE_TIERS[3]),
 }
+
+#: What one large example draws large (see `_Sizes`), one choice.
+#: The reduction (kernel and input channels, sharing the budget) also takes
+#: kernels to their largest: a focus of its own for the kernel made every
+#: focus rarer.
+FOCI: tuple[frozenset[str], ...] = (
+    frozenset({"batch"}), frozenset({"in", "out"}), frozenset({"positions"}),
+    frozenset({"kernel", "in"}))
+
+#: The tier is the problem's first choice, an integer in [0, ODDS]: ODDS (drawn
+#: about one time in eight, measured) picks the large tier, and shrinking heads
+#: for 0, the tiny one.
+ODDS = 4
+
+#: float16's worst-case bound gamma(K) reaches 1 at K = 1024 (u = 2**-11): from
+#: there on it would allow any error as large as the result, so the check
+#: could not fail. A probabilistic bound (sqrt(K) u) would be sharper but is not
+#: sound for the errors real implementations make: summing 4096 ones in
+#: float16 stagnates at 2048, a legitimate result for float16 accumulation that
+#: it would call a bug. So float16 is drawn only where every result sums at
+#: most 512 terms (gamma(512) = 1/3), and larger problems go to float32 and
+#: float64.
+FLOAT16_MAX_TERMS = 512
 
 
 @functools.lru_cache(maxsize=None)
@@ -65,6 +133,32 @@ def _per_axis(draw, values: st.SearchStrategy[int], axes: int, square: bool) -> 
     if square:
         return (draw(values),) * axes
     return tuple(draw(values) for _ in range(axes))
+
+
+def _snapped(base: int, snap: int, hi: int) -> int:
+    """``base`` (snap 0), or the smallest power of two (snap 1) or power of two
+    plus one (snap 2) at least ``base``; at most ``hi``."""
+    if snap == 1:
+        base = 1 << (base - 1).bit_length()
+    elif snap == 2:
+        base = (1 << max(0, base - 2).bit_length()) + 1
+    return min(base, hi)
+
+
+def _size(draw, lo: int, hi: int) -> int:
+    """A size in [lo, hi] of the large tier: near a power of two or one past it
+    two times in three, where blocked implementations keep their tails.
+
+    Two choices, a snap and a base: shrinking lowers the base, and the snapped
+    size with it, down to the smallest size that still fails (a bug that
+    needs more than 64 positions shrinks to 65, not back to tiny), and tries
+    snap 0 (the base itself) for a boundary that is no power of two.
+    """
+    if hi <= lo:
+        return lo
+    snap = draw(_ints(0, 2))
+    base = draw(_ints(lo, hi))
+    return max(lo, _snapped(base, snap, hi))
 
 
 def _check_op(op: str) -> None:
@@ -118,13 +212,114 @@ def _unsquared(allowed: tuple[str, ...], caps: Capabilities,
     return allowed
 
 
+class _Sizes:
+    """How one problem draws its sizes: the tiny bounds, or the large tier's.
+
+    In the large tier one choice picks what is large (`FOCI`): the batch, the
+    channels, the positions, or the reduction (kernel and input channels). The budget allows one or two sizes near their largest at once,
+    not more: measured, when every size could be large at once, each got a
+    small share and fewer than 2% of large examples passed 64 positions. Each
+    large size gets an even share of what is left of the budget (the k-th
+    root for the k large sizes still to draw), so the channels in and out are
+    alike. The other sizes keep their tiny bounds, within the budget too.
+    """
+
+    NAMES = ("kernel", "positions", "in", "out", "batch")
+
+    def __init__(self, draw, b: Bounds, large: bool, max_terms: int):
+        self.draw, self.b = draw, b
+        self.tier = b.large if large else None
+        self.max_terms = max_terms
+        self.cost = 1  # multiply-adds per forward pass of what is drawn so far
+        self.big: dict[str, bool] = {}
+        if self.tier is not None:
+            t = self.tier
+            tiny = {"kernel": b.kernel, "positions": b.outputs, "in": b.channels_per_group,
+                    "out": b.channels_per_group, "batch": b.batch}
+            top = {"kernel": t.kernel, "positions": t.outputs, "in": t.channels_per_group,
+                   "out": t.channels_per_group, "batch": t.batch}
+            focus = FOCI[draw(_ints(0, len(FOCI) - 1))]
+            for name in self.NAMES:
+                self.big[name] = name in focus and tiny[name] > 1 and top[name] > tiny[name]
+
+    def _hi(self, name: str, tiny: int, top: int, axes: int = 1) -> int:
+        """The largest value of one axis of size ``name``."""
+        room = max(1, self.tier.budget // self.cost)
+        if not self.big.get(name):
+            return max(1, min(tiny, room))
+        left = sum(1 for n in self.NAMES[self.NAMES.index(name):] if self.big.get(n))
+        share = room ** (1 / (left * axes))
+        return max(1, min(top, room, int(share + 1e-9)))
+
+    def _draw(self, name: str, tiny: int, top: int, axes: int = 1, cap: int | None = None,
+              lo: int = 1) -> int:
+        if self.tier is None:
+            return self.draw(_ints(lo, tiny))
+        hi = self._hi(name, tiny, top, axes)
+        if cap is not None:
+            hi = max(1, min(hi, cap))
+        hi = max(lo, hi)
+        value = _size(self.draw, lo, hi) if self.big.get(name) else self.draw(_ints(lo, hi))
+        self.cost *= value
+        return value
+
+    def kernel(self, axes: int, square: bool) -> tuple[int, ...]:
+        top = self.tier.kernel if self.tier else 0
+        if square:
+            k = self._draw("kernel", self.b.kernel, top, axes)
+            self.cost *= k ** (axes - 1)
+            return (k,) * axes
+        return tuple(self._draw("kernel", self.b.kernel, top, axes) for _ in range(axes))
+
+    def positions(self, axes: int):
+        """Draws one output (transposed: input) size per axis, called in turn."""
+        top = self.tier.outputs if self.tier else 0
+        self._drawn_positions = 1
+
+        def one() -> int:
+            value = self._draw("positions", self.b.outputs, top, axes)
+            self._drawn_positions *= value
+            return value
+        return one
+
+    def padded(self, input_size, kernel, stride, padding, dilation) -> None:
+        """Count the outputs the input really has: where padding alone covers the
+        kernel (input size 1) there are more than were drawn."""
+        drawn = self._drawn_positions
+        real = math.prod(conv_output_length(*axis) for axis in zip(
+            input_size, kernel, stride, padding, dilation))
+        self.cost = self.cost // drawn * real
+
+    def channels(self, groups: int, kernel: tuple[int, ...]) -> tuple[int, int]:
+        """(in, out) channels: ``groups`` times a number per group each; each is a
+        reduction length's factor (K of y, K of grad_input), capped by ``max_terms``."""
+        top = self.tier.channels_per_group if self.tier else 0
+        cap = max(1, self.max_terms // math.prod(kernel)) if self.tier else None
+        self.cost *= groups
+        per_in = self._draw("in", self.b.channels_per_group, top, cap=cap)
+        per_out = self._draw("out", self.b.channels_per_group, top, cap=cap)
+        return groups * per_in, groups * per_out
+
+    def batch(self) -> int:
+        return self._draw("batch", self.b.batch, self.tier.batch if self.tier else 0)
+
+
+def _max_terms(p: ConvProblem) -> int:
+    return max(p.forward_terms() + 1, p.grad_input_terms(), p.grad_weight_terms(),
+               p.grad_bias_terms())
+
+
 @st.composite
 def _problems(draw, op: str, caps: Capabilities, b: Bounds) -> ConvProblem:
     spec = OPS[op]
     axes = spec.spatial_dims
     allowed = tuple(caps.dtypes)  # narrowed by each feature drawn; never empty
+    large = b.large is not None and draw(_ints(0, ODDS)) == ODDS
+    only_float16 = allowed == ("float16",)
+    sizes = _Sizes(draw, b, large,
+                   FLOAT16_MAX_TERMS if only_float16 else (b.large.max_terms if large else 0))
     square = _all_square(allowed, caps)
-    kernel = _per_axis(draw, _ints(1, b.kernel), axes, square)
+    kernel = sizes.kernel(axes, square)
     stride = _per_axis(draw, _ints(1, b.stride), axes, square)
     padding = _per_axis(draw, _ints(0, b.padding), axes, square)
     allowed = _unsquared(allowed, caps, kernel, stride, padding)
@@ -135,53 +330,62 @@ def _problems(draw, op: str, caps: Capabilities, b: Bounds) -> ConvProblem:
                                        any(d != 1 for d in dilation)), caps, dilation)
     else:
         dilation = (1,) * axes
+    outputs = sizes.positions(axes)
     if spec.transposed:
         input_size, padding, output_padding = _transposed_sizes(
-            draw, kernel, stride, padding, dilation, b, _all_square(allowed, caps))
+            draw, kernel, stride, padding, dilation, b, _all_square(allowed, caps), outputs)
         allowed = _unsquared(allowed, caps, padding, output_padding)
     else:
-        input_size, output_padding = _conv_sizes(draw, kernel, stride, padding, dilation, b), ()
+        input_size = _conv_sizes(draw, kernel, stride, padding, dilation, outputs)
+        output_padding = ()
+        sizes.padded(input_size, kernel, stride, padding, dilation)
     groups = draw(_ints(1, b.groups)) if any(caps.holds("groups", d) for d in allowed) else 1
     allowed = _narrowed(allowed, caps, "groups", groups != 1)
-    in_channels = groups * draw(_ints(1, b.channels_per_group))
-    out_channels = groups * draw(_ints(1, b.channels_per_group))
-    batch = draw(_ints(1, b.batch))
+    in_channels, out_channels = sizes.channels(groups, kernel)
+    batch = sizes.batch()
     bias = (draw(st.booleans()) if any(caps.holds("bias_none", d) for d in allowed)
             else True)
     allowed = _narrowed(allowed, caps, "bias_none", not bias)
+    problem = ConvProblem(op=op, batch=batch, in_channels=in_channels,
+                          out_channels=out_channels, input_size=input_size,
+                          kernel_size=kernel, stride=stride, padding=padding,
+                          dilation=dilation, groups=groups, bias=bias, dtype=allowed[0],
+                          output_padding=output_padding)
+    if large and not only_float16 and _max_terms(problem) > FLOAT16_MAX_TERMS:
+        allowed = tuple(d for d in allowed if d != "float16") or allowed
     dtype = draw(_sampled(allowed))
-    return ConvProblem(op=op, batch=batch, in_channels=in_channels, out_channels=out_channels,
-                       input_size=input_size, kernel_size=kernel, stride=stride, padding=padding,
-                       dilation=dilation, groups=groups, bias=bias, dtype=dtype,
-                       output_padding=output_padding)
+    return dataclasses.replace(problem, dtype=dtype)
 
 
-def _conv_sizes(draw, kernel, stride, padding, dilation, b: Bounds) -> tuple[int, ...]:
+def _conv_sizes(draw, kernel, stride, padding, dilation, outputs) -> tuple[int, ...]:
     """Input sizes from the number of outputs and the stride remainder per axis.
 
     size = (outputs - 1) * stride + effective kernel + remainder - 2 * padding,
     at least 1: the padded input then always holds the dilated kernel, so the
     problem is valid; where padding alone covers the kernel the size is 1.
+    ``outputs()`` draws one axis's number of outputs.
     """
     sizes = []
     for k, s, p, d in zip(kernel, stride, padding, dilation):
-        outputs = draw(_ints(1, b.outputs))
+        n = outputs()
         remainder = draw(_ints(0, s - 1))
-        sizes.append(max(1, (outputs - 1) * s + d * (k - 1) + 1 + remainder - 2 * p))
+        sizes.append(max(1, (n - 1) * s + d * (k - 1) + 1 + remainder - 2 * p))
     return tuple(sizes)
 
 
-def _transposed_sizes(draw, kernel, stride, padding, dilation, b: Bounds, square: bool):
+def _transposed_sizes(draw, kernel, stride, padding, dilation, b: Bounds, square: bool,
+                      outputs):
     """Input sizes, padding and output_padding of a valid transposed problem.
 
     output_padding must be below max(stride, dilation) on each axis (torch's
     rule); padding is capped so that every axis keeps at least one output.
+    ``outputs()`` draws one axis's input size.
     """
     output_padding = _per_axis(draw, _ints(0, max(b.stride, b.dilation) - 1),
                                len(kernel), square)
     output_padding = tuple(min(op, max(s, d) - 1)
                            for op, s, d in zip(output_padding, stride, dilation))
-    sizes = tuple(draw(_ints(1, b.outputs)) for _ in kernel)
+    sizes = tuple(outputs() for _ in kernel)
     capped = tuple(min(p, ((n - 1) * s + d * (k - 1) + op) // 2)
                    for p, n, k, s, d, op in zip(padding, sizes, kernel, stride, dilation,
                                                 output_padding))
