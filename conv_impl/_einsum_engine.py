@@ -696,6 +696,38 @@ class _PlacedImagesNHWC:
         return out
 
 
+def _nhwc_chunks(n: int, rows: int, out_size: Ints, itemsize: int) -> tuple[int, int]:
+    """(images, output rows) per chunk of a channels-last window copy of
+    ``rows`` rows: whole images, or blocks of the first axis's output rows
+    of one image, so that the copy is about CHUNK_BYTES."""
+    per_row = math.prod(out_size[1:])
+    image_bytes = rows * per_row * out_size[0] * itemsize
+    if image_bytes <= CHUNK_BYTES:
+        return max(1, min(n, CHUNK_BYTES // image_bytes)), out_size[0]
+    r = max(1, min(out_size[0], CHUNK_BYTES // (rows * per_row * itemsize)))
+    count = -(-out_size[0] // r)
+    return 1, -(-out_size[0] // count)  # balanced blocks
+
+
+def _fill_windows_nhwc(cols: np.ndarray, src: np.ndarray, i0: int, i1: int,
+                       channels: slice, kernel: Ints, stride: Ints, dilation: Ints,
+                       out_size: Ints) -> None:
+    """Channels-last window copy: cols (images, positions, taps * channels)
+    <- the windows of output rows i0:i1 (first axis) of ``src`` (images,
+    *padded, C), channels ``channels``, in one NumPy call."""
+    nd = len(kernel)
+    base = src[(slice(None), slice(i0 * stride[0], None)) + (slice(None),) * (nd - 1)
+               + (channels,)]
+    st = base.strides
+    win = as_strided(
+        base, shape=(src.shape[0], i1 - i0) + tuple(out_size[1:]) + tuple(kernel)
+        + (base.shape[-1],),
+        strides=(st[0],) + tuple(x * s for x, s in zip(st[1:-1], stride))
+        + tuple(x * d for x, d in zip(st[1:-1], dilation)) + (st[-1],),
+        writeable=False)
+    cols.reshape(win.shape)[...] = win
+
+
 def _exact_correlate_nhwc(a: np.ndarray, lo: Optional[Ints], wm: np.ndarray,
                           out: np.ndarray, kernel: Ints, stride: Ints, dilation: Ints,
                           bias: Optional[np.ndarray]) -> np.ndarray:
@@ -727,14 +759,7 @@ def _exact_correlate_nhwc(a: np.ndarray, lo: Optional[Ints], wm: np.ndarray,
     wt = np.ascontiguousarray(wm.transpose(0, 2, 1))  # (G, rows, og)
     ext = _window_extent(kernel, stride, dilation, out_size)
     per_row = q // out_size[0]  # positions of one output row (first axis)
-    image_bytes = rows * q * out.itemsize
-    if image_bytes <= CHUNK_BYTES:
-        m, r = max(1, min(n, CHUNK_BYTES // image_bytes)), out_size[0]
-    else:
-        m = 1
-        r = max(1, min(out_size[0], CHUNK_BYTES // (rows * per_row * out.itemsize)))
-        count = -(-out_size[0] // r)
-        r = -(-out_size[0] // count)  # balance the blocks
+    m, r = _nhwc_chunks(n, rows, out_size, out.itemsize)
     images = _PlacedImagesNHWC(a, (0,) * nd if lo is None else lo, ext, m, out.dtype)
     cols = np.empty((m, r * per_row, rows), dtype=out.dtype)
     if bias is not None:
@@ -746,20 +771,13 @@ def _exact_correlate_nhwc(a: np.ndarray, lo: Optional[Ints], wm: np.ndarray,
         n1 = min(n, n0 + m)
         b = n1 - n0
         src = images[n0:n1]
-        st = src.strides
         for i0 in range(0, out_size[0], r):
             i1 = min(out_size[0], i0 + r)
             p = (i1 - i0) * per_row
             c, rs = cols[:b, :p], res[:b, :p]
             for g in range(G):
-                base = src[(slice(None), slice(i0 * stride[0], None))
-                           + (slice(None),) * (nd - 1) + (slice(g * cg, (g + 1) * cg),)]
-                win = as_strided(
-                    base, shape=(b, i1 - i0) + out_size[1:] + tuple(kernel) + (cg,),
-                    strides=(st[0],) + tuple(x * s for x, s in zip(st[1:-1], stride))
-                    + tuple(x * d for x, d in zip(st[1:-1], dilation)) + (st[-1],),
-                    writeable=False)
-                c[..., :T * cg].reshape(win.shape)[...] = win
+                _fill_windows_nhwc(c[..., :T * cg], src, i0, i1, slice(g * cg, (g + 1) * cg),
+                                   kernel, stride, dilation, out_size)
                 np.matmul(c, wt[g], out=rs)
                 if out3 is not None:
                     for j0 in range(0, p, tblock):
@@ -815,7 +833,8 @@ def _exact_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.n
     go = go.astype(plan.dtype, copy=False)
     gw = gb = gx = None
     if want_weight or want_bias:
-        gw, gb = _exact_weight_grad(plan, x, go, want_bias)
+        nhwc = _correlate_fn(plan.dtype, plan.taps * plan.cg) is _exact_correlate_nhwc
+        gw, gb = (_exact_weight_grad_nhwc if nhwc else _exact_weight_grad)(plan, x, go, want_bias)
     if want_input:
         gx = (_exact_input_grad if plan.gather_input_grad else _flat_input_grad)(plan, w, go)
     return gx, gw if want_weight else None, gb
@@ -854,6 +873,47 @@ def _exact_weight_grad(plan: Plan, x: np.ndarray, go: np.ndarray, want_bias: boo
     gb = np.ascontiguousarray(wgrad[:, -1, :]).reshape(plan.c_out) if want_bias else None
     gw = np.ascontiguousarray(
         wgrad[:, :T * cg, :].reshape(G, T, cg, og).transpose(0, 3, 2, 1)).reshape(
+            (plan.c_out, cg) + plan.kernel)
+    return gw, gb
+
+
+def _exact_weight_grad_nhwc(plan: Plan, x: np.ndarray, go: np.ndarray, want_bias: bool
+                            ) -> tuple[np.ndarray, Optional[np.ndarray]]:
+    """``_exact_weight_grad`` with the channels-last window copy of
+    ``_exact_correlate_nhwc`` (float32): per chunk and group, grad-output's
+    (C_out/G, positions) block times the (positions, rows) window copy, one
+    ``np.matmul`` for the chunk's images, summed over images. Measured on
+    the 5x5 32->32 layer: 391 vs 431 us per image (the channels-last copy
+    is half the channels-first one; its GEMM orientation 10% slower)."""
+    G, og, cg, T = plan.groups, plan.og, plan.cg, plan.taps
+    out_size = plan.out_size
+    q = math.prod(out_size)
+    per_row = q // out_size[0]
+    rows = T * cg + int(want_bias)  # the bias gradient's column of ones last
+    m, r = _nhwc_chunks(plan.n, rows, out_size, plan.dtype.itemsize)
+    placed = _PlacedImagesNHWC(x, plan.padding, plan.need, m, plan.dtype)
+    cols = np.empty((m, r * per_row, rows), dtype=plan.dtype)
+    if want_bias:
+        cols[..., -1] = 1
+    part = np.empty((m, og, rows), dtype=plan.dtype)
+    wgrad = np.zeros((G, og, rows), dtype=plan.dtype)
+    go3 = go.reshape(plan.n, plan.c_out, q)
+    for n0 in range(0, plan.n, m):
+        n1 = min(plan.n, n0 + m)
+        b = n1 - n0
+        src = placed[n0:n1]
+        for i0 in range(0, out_size[0], r):
+            i1 = min(out_size[0], i0 + r)
+            c = cols[:b, :(i1 - i0) * per_row]
+            for g in range(G):
+                _fill_windows_nhwc(c[..., :T * cg], src, i0, i1, slice(g * cg, (g + 1) * cg),
+                                   plan.kernel, plan.stride, plan.dilation, out_size)
+                np.matmul(go3[n0:n1, g * og:(g + 1) * og, i0 * per_row:i1 * per_row], c,
+                          out=part[:b])
+                wgrad[g] += part[0] if b == 1 else part[:b].sum(axis=0)
+    gb = np.ascontiguousarray(wgrad[:, :, -1]).reshape(plan.c_out) if want_bias else None
+    gw = np.ascontiguousarray(
+        wgrad[:, :, :T * cg].reshape(G, og, T, cg).transpose(0, 1, 3, 2)).reshape(
             (plan.c_out, cg) + plan.kernel)
     return gw, gb
 
