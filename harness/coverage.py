@@ -13,8 +13,9 @@ controller the same way; `split` separates them again.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
-from typing import Mapping
+from typing import Iterator, Mapping
 
 NOTE_PREFIX = "note: "
 
@@ -54,3 +55,14 @@ def split(tally: Mapping[str, int]) -> tuple[Counter, Counter]:
         else:
             features[key] += count
     return features, notes
+
+
+@contextlib.contextmanager
+def paused() -> Iterator[None]:
+    """Draws inside the block are not counted (a case drawn but not run)."""
+    global _current
+    saved, _current = _current, None
+    try:
+        yield
+    finally:
+        _current = saved

@@ -61,6 +61,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=f"time limit per call of the implementation (default {DEFAULT_TIMEOUT:g}; "
              "0: none)")
     group.addoption(
+        "--conv-budget", type=float, default=0.0, metavar="SECONDS",
+        help="time budget of each test (implementation x operation x check): once it is "
+             "spent the search stops where it is (a failure found is still shrunk as far as "
+             "the budget allows, saved and explained); the summary says how many examples "
+             "each test got (default 0: none, the profile's example count)")
+    group.addoption(
         "--conv-max-bugs", type=int, default=3, metavar="N",
         help="distinct bugs to search for per check (implementation x operation x check): "
              "after a failure is shrunk, the check is searched again with that bug's "
@@ -151,9 +157,12 @@ def pytest_configure(config: pytest.Config) -> None:
     max_bugs = config.getoption("--conv-max-bugs")
     if max_bugs < 1:
         raise pytest.UsageError(f"--conv-max-bugs {max_bugs}: must be at least 1")
+    budget = config.getoption("--conv-budget")
+    if budget < 0:
+        raise pytest.UsageError(f"--conv-budget {budget:g}: must be 0 (none) or more seconds")
     config.pluginmanager.register(Summary(impls, failures_dir(config)), "conv_harness_summary")
-    config.pluginmanager.register(BugSearch(max_bugs, config.getoption("--conv-print-scripts")),
-                                  "conv_harness_bug_search")
+    config.pluginmanager.register(BugSearch(max_bugs, config.getoption("--conv-print-scripts"),
+                                            budget or None), "conv_harness_bug_search")
 
 
 def timeout_of(config: pytest.Config) -> float | None:

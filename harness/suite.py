@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -18,7 +19,7 @@ from typing import Sequence
 from hypothesis import reject, strategies as st
 from hypothesis.control import current_build_context
 
-from harness import oracle
+from harness import coverage, oracle
 from harness.calling import CheckFailure
 from harness.capabilities import Capabilities
 from harness.checks import REGISTRY, examine
@@ -134,6 +135,20 @@ class Found:
 FOUND: list[Found] = []
 
 
+class Budget:
+    """The time left for the current test (``--conv-budget``), None: no limit."""
+
+    deadline: float | None = None
+
+    @classmethod
+    def start(cls, seconds: float | None) -> None:
+        cls.deadline = None if not seconds else time.monotonic() + seconds
+
+    @classmethod
+    def spent(cls) -> bool:
+        return cls.deadline is not None and time.monotonic() > cls.deadline
+
+
 @functools.lru_cache(maxsize=256)
 def case_strategy(check: str, op: str, caps: Capabilities) -> st.SearchStrategy[ConvCase]:
     """The cases ``check`` draws for ``op``: one strategy object per test, not per
@@ -159,8 +174,16 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
     ``is_final`` set.
     """
     __tracebackhide__ = True  # the report says it all; this frame is noise
-    case = data.draw(case_strategy(check, target.op, check_capabilities(target, check)),
-                     label="case")
+    strategy = case_strategy(check, target.op, check_capabilities(target, check))
+    if Budget.spent() and not current_build_context().is_final:
+        # Out of time: the case is still drawn (Hypothesis requires the same
+        # choices to draw the same way) but not run nor counted, so the rest of
+        # the search costs only drawing; a shrink in progress keeps the
+        # smallest failure so far, which the final replay, never skipped, reports.
+        with coverage.paused():
+            data.draw(strategy, label="case")
+        return
+    case = data.draw(strategy, label="case")
     if any(bug.conditions and bug.region_holds(case) for bug in known):
         reject()  # a follow-up search: that bug's trigger is excluded
     failures = examine(check, target.impl, case, target.timeout)

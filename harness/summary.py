@@ -36,6 +36,7 @@ _TALLY = pytest.StashKey[Counter]()
 @dataclass
 class ImplementationRecord:
     outcomes: dict[tuple[str, str], str] = field(default_factory=dict)  # (check, op) -> outcome
+    examples: Counter = field(default_factory=Counter)  # (check, op) -> examples drawn
     tally: Counter = field(default_factory=Counter)
     bugs: list[Bug] = field(default_factory=list)  # as each test found them, not merged
 
@@ -84,6 +85,7 @@ class Summary:
             if record.outcomes.get(slot) != "failed":
                 record.outcomes[slot] = outcome
             record.tally.update(value["tally"])
+            record.examples[slot] += value["tally"].get("examples", 0)
             record.bugs += [Bug.from_json(raw) for raw in value.get("bugs", [])]
             self.torch_missing |= value.get("torch") is False
 
@@ -103,9 +105,13 @@ class Summary:
                 entry["explanation"] = {"minimal": bug.params, "changes": entry["explanation"]}
                 del entry["report"]
                 bugs.append(entry)
+            notes = coverage.split(record.tally)[1]
             out.append({"impl": impl.spec, "verdict": "failed" if failed else (
                 "passed" if record.outcomes else "nothing ran"),
-                "examples": record.tally.get("examples", 0), "bugs": bugs})
+                "examples": record.tally.get("examples", 0), "bugs": bugs,
+                "examples_per_test": {f"{check} {op}": n for (check, op), n in
+                                      sorted(record.examples.items())},
+                "notes": sorted(notes)})
         return {"implementations": out}
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -155,16 +161,20 @@ class Summary:
                 if bug.case_file:
                     lines.append(f"     case file: {bug.case_file}")
         if ops:
-            width = max(len(c) for c in REGISTRY) + 2
-            lines.append("  " + "check".ljust(width) + "".join(op.ljust(18) for op in ops))
+            width = max(len("check (examples)"), *(len(c) for c in REGISTRY)) + 2
+            lines.append("  " + "check (examples)".ljust(width) + "".join(op.ljust(18) for op in ops))
             for check in REGISTRY:
-                cells = [record.outcomes.get((check, op), "-") for op in ops]
+                cells = [f"{record.outcomes[(check, op)]} ({record.examples[(check, op)]})"
+                         if (check, op) in record.outcomes else "-" for op in ops]
                 if any(cell != "-" for cell in cells):
                     lines.append("  " + check.ljust(width)
                                  + "".join(cell.ljust(18) for cell in cells))
-        tally = Counter(record.tally)
+        tally, notes = coverage.split(record.tally)
         examples = tally.pop("examples", 0)
         lines.append(f"  examples tried: {examples}")
+        if notes:
+            lines.append("  noted (not failures): " + ", ".join(
+                f"{text} ({count} calls)" for text, count in sorted(notes.items())))
         if tally:
             lines.append("  features covered: " + ", ".join(
                 f"{name} ({count})" for name, count in sorted(tally.items())))

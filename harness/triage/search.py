@@ -150,6 +150,9 @@ def triage(target: Target, check: str, first: list[suite.Found], max_bugs: int,
     for _ in range(max_bugs + 2):  # a duplicate costs a round, never an endless loop
         if len(bugs) >= max_bugs:
             break
+        if suite.Budget.spent():
+            stop = "stopped: --conv-budget spent"
+            break
         found = follow_up(target, check, known)
         if not found:
             stop = ("a further search, with the bugs above not counted, found nothing else"
@@ -196,9 +199,11 @@ def conformance_target(item: pytest.Item) -> tuple[Target, str] | tuple[None, No
 class BugSearch:
     """The pytest side: database keys, follow-up searches, and the test's report."""
 
-    def __init__(self, max_bugs: int = DEFAULT_MAX_BUGS, print_scripts: bool = False):
+    def __init__(self, max_bugs: int = DEFAULT_MAX_BUGS, print_scripts: bool = False,
+                 budget: float | None = None):
         self.max_bugs = max_bugs
         self.print_scripts = print_scripts
+        self.budget = budget
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_call(self, item: pytest.Item):
@@ -207,6 +212,7 @@ class BugSearch:
             return (yield)
         _set_key(item.obj, database_key(target, check))
         suite.FOUND.clear()
+        suite.Budget.start(self.budget)
         try:
             return (yield)
         except Exception as exc:

@@ -10,6 +10,7 @@ minimal problem, with a case file whose script exits 1.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -248,3 +249,29 @@ def test_max_bugs_and_printing_the_script_are_options(run_pytest, tmp_path):
     assert "found 1 distinct bug (stopped at --conv-max-bugs 1)" in out
     script = (failures / bug["case_file"]).with_suffix(".py").read_text()
     assert script.rstrip("\n") in out
+
+
+SLOW = Path(__file__).resolve().parent / "slow.py"
+
+
+def _examples(summary: dict) -> int:
+    return summary["implementations"][0]["examples"]
+
+
+def test_a_slow_implementation_gets_a_verdict_within_its_budget(run_pytest, tmp_path):
+    """0.1 s a call: the profile's 100 examples would take 10 s or more; a 2 s budget
+    stops the search early (the summary says how many examples it got)."""
+    done = run_pytest("--impl", f"{SLOW}:correct", "-k", "test_forward and conv2d]",
+                      "--conv-budget", "2", "--conv-failures", tmp_path / "f")
+    assert done.returncode == 0, done.stdout[-3000:]
+    summary = json.loads((tmp_path / "f" / "summary.json").read_text())
+    assert 0 < _examples(summary) < 60, summary
+    assert re.search(r"forward\s+passed \(\d+\)", done.stdout), done.stdout[-2000:]
+
+
+def test_a_slow_buggy_implementation_still_gets_its_minimal_case(run_pytest, tmp_path):
+    summary, failures, _ = run_summary(run_pytest, tmp_path, "--impl", f"{SLOW}:buggy", "-k",
+                                       "test_grad_input and conv2d]", "--conv-budget", "20")
+    (bug,) = summary["implementations"][0]["bugs"]
+    assert bug["params"]["stride"][0] == 3 or bug["params"]["stride"][1] == 3
+    scripts_exit_1(failures, [bug])
