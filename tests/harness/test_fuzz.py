@@ -1,0 +1,156 @@
+"""Fuzz campaigns with HypoFuzz (harness/fuzz.py): a short campaign finds the tutorial's
+bug, and the follow-up ``conv-harness --conv-db`` replays it and writes its case file.
+
+Opt-in: it needs a Python with the ``[fuzz]`` extra, which pins Hypothesis below
+6.157.1 (HypoFuzz 25.11.1 does not run on later ones), so it lives in a venv
+of its own. Give its interpreter in $CONV_FUZZ_PYTHON, e.g.
+
+    python -m venv --system-site-packages .venv-fuzz
+    .venv-fuzz/bin/pip install -e ".[fuzz]"
+    CONV_FUZZ_PYTHON=.venv-fuzz/bin/python python -m pytest tests/harness/test_fuzz.py
+
+(or run the tests with that interpreter). Without one it is skipped, saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.harness.conftest import PROJECT_ROOT
+
+SELECT = ("--impl", "conv_impl.tutorial", "-k", "test_grad_input and conv2d]")
+#: the follow-up's profile: the database's examples, shrunk, and no search of its own
+REPLAY_ONLY = """
+from hypothesis import Phase, settings
+from harness.profiles import register
+register()
+settings.register_profile("replay-only", settings.get_profile("dev"),
+                          phases=[Phase.explicit, Phase.reuse, Phase.shrink])
+"""
+CAMPAIGN_LIMIT = 150  # seconds: the bug is found within seconds of the worker starting
+
+
+def _fuzz_python() -> str:
+    given = os.environ.get("CONV_FUZZ_PYTHON", "").strip()
+    candidates = [given] if given else [sys.executable]
+    for python in candidates:
+        probe = subprocess.run([python, "-c", "import hypofuzz, harness"], capture_output=True)
+        if probe.returncode == 0:
+            return str(Path(python).absolute()) if os.sep in python else python
+    pytest.skip("needs HypoFuzz: a Python with conv-harness[fuzz] in $CONV_FUZZ_PYTHON "
+                "(see this module's docstring)")
+
+
+def _key_dir(python: str, cwd: Path) -> str:
+    """The example-database folder of the pytest run's key for the selected test, as the
+    directory database names it (computed by the fuzz venv's own Hypothesis)."""
+    code = """
+import hashlib, sys
+from pathlib import Path
+from hypothesis.internal.reflection import function_digest
+from harness.loader import load_implementation
+from harness.plugin import Target
+from harness.triage.search import database_key
+import harness.conformance.test_conformance as tests
+inner = tests.test_grad_input.hypothesis.inner_test
+target = Target(load_implementation("conv_impl.tutorial"), "conv2d", None, Path("."))
+inner._hypothesis_internal_add_digest = database_key(target, "grad_input")
+print(hashlib.sha384(function_digest(inner)).hexdigest()[:16])
+"""
+    done = subprocess.run([python, "-c", code], cwd=cwd, capture_output=True, text=True,
+                          check=True)
+    return done.stdout.strip()
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _dashboard_up(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as page:
+            return page.status == 200
+    except OSError:
+        return False
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """Stop the campaign: ^C to its process group, then kill what is left."""
+    for sig, wait in ((signal.SIGINT, 10), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=wait)
+            if sig == signal.SIGKILL:
+                return
+        except subprocess.TimeoutExpired:
+            continue
+    try:  # the group may outlive its leader
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def test_a_short_campaign_finds_the_tutorials_bug_and_the_follow_up_writes_its_case(tmp_path):
+    python = _fuzz_python()
+    campaign, follow_up = tmp_path / "fuzz-machine", tmp_path / "follow-up"
+    campaign.mkdir()
+    follow_up.mkdir()
+    db = tmp_path / "shared-db"
+    key = _key_dir(python, tmp_path)
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("CONV_IMPL", "CONV_DB", "HYPOTHESIS_PROFILE", "PYTEST_ADDOPTS")}
+    log = (tmp_path / "campaign.log").open("w")
+    process = subprocess.Popen(
+        [python, "-m", "harness.fuzz", "-n", "1", "--dashboard", "--host", "127.0.0.1",
+         "--port", str(port), "--", *SELECT, "--conv-db", str(db)],
+        cwd=campaign, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    start = time.monotonic()
+    found = dashboard = False
+    try:
+        while time.monotonic() - start < CAMPAIGN_LIMIT and process.poll() is None:
+            dashboard = dashboard or _dashboard_up(port)
+            found = (db / key).is_dir() and any((db / key).iterdir())
+            if found and dashboard:
+                break
+            time.sleep(1)
+    finally:
+        _stop(process)
+        log.close()
+    took = time.monotonic() - start
+    output = (tmp_path / "campaign.log").read_text()
+    assert found, f"no failure under the harness's key after {took:.0f}s:\n{output[-4000:]}"
+    assert dashboard, f"the dashboard did not answer on port {port}:\n{output[-4000:]}"
+    assert "AttributeError" not in output, output[-4000:]
+    print(f"campaign: found the bug and served the dashboard in {took:.1f}s")
+
+    # The follow-up, on another folder with no local database and no search of its
+    # own: it can only fail on what the campaign saved, which it shrinks to the minimum.
+    (follow_up / "replay_only.py").write_text(REPLAY_ONLY)
+    done = subprocess.run(
+        [python, "-m", "harness.cli", "-q", *SELECT, "--conv-db", str(db), "--conv-max-bugs",
+         "1", "-p", "replay_only", "--hypothesis-profile", "replay-only"],
+        cwd=follow_up, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    cases = sorted((follow_up / ".conv-failures").glob("conv_impl.tutorial-conv2d-grad_input-*.json"))
+    assert cases and all(case.with_suffix(".py").is_file() for case in cases)
+    record = json.loads(cases[0].read_text())
+    assert record["params"]["input_size"] == [1, 1] and record["params"]["kernel_size"] == [1, 1]
+    summary = json.loads((follow_up / ".conv-failures" / "summary.json").read_text())
+    (impl,) = summary["implementations"]
+    assert impl["verdict"] == "failed" and impl["bugs"]
