@@ -133,6 +133,9 @@ class Found:
 #: the final failures of this process's searches, in order; harness/triage/search.py
 #: takes them after each search
 FOUND: list[Found] = []
+#: the last failing example of this process (shrunk or not): what is left to
+#: report when Hypothesis's final replay of a failure passes (history dependence)
+LAST_FAILING: list[Found] = []
 
 
 class Budget:
@@ -192,6 +195,7 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
         return
     failure = fresh[0]
     text = failure_text(target.impl.spec, case, failure, check)
+    LAST_FAILING[:] = [Found(target, check, failure, case, text, None)]
     if current_build_context().is_final:
         path = save_failure(target, failure, check, text, case)
         FOUND.append(Found(target, check, failure, case, text, path))

@@ -45,6 +45,7 @@ class Bug:
     report: str = ""
     checks: list[str] = field(default_factory=list)
     also: list[str] = field(default_factory=list)  # triggers of findings merged into it
+    alone: bool | None = None  # its script, alone in a fresh process, fails (None: not run)
 
     @property
     def problem(self) -> ConvProblem:
@@ -84,7 +85,8 @@ class Bug:
                 "params": self.params, "layouts": self.layouts, "trigger": self.trigger,
                 "conditions": [c.to_json() for c in self.conditions],
                 "explanation": [r.to_json() for r in self.explanation],
-                "case_file": self.case_file, "also": self.also, "report": self.report}
+                "case_file": self.case_file, "also": self.also, "reproduces_alone": self.alone,
+                "report": self.report}
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> "Bug":
@@ -95,7 +97,7 @@ class Bug:
                    explanation=[Row.from_json(r) for r in raw.get("explanation", [])],
                    case_file=raw.get("case_file"), report=raw.get("report", ""),
                    checks=list(raw.get("checks") or [raw["check"]]),
-                   also=list(raw.get("also", [])))
+                   also=list(raw.get("also", [])), alone=raw.get("reproduces_alone"))
 
 
 def merge(bugs: list[Bug], order: list[str]) -> list[Bug]:

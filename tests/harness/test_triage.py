@@ -275,3 +275,22 @@ def test_a_slow_buggy_implementation_still_gets_its_minimal_case(run_pytest, tmp
     (bug,) = summary["implementations"][0]["bugs"]
     assert bug["params"]["stride"][0] == 3 or bug["params"]["stride"][1] == 3
     scripts_exit_1(failures, [bug])
+
+
+def test_results_that_depend_on_earlier_calls_are_reported_as_such(run_pytest, tmp_path):
+    """A cache keyed by shape: a later call gets an earlier call's weight. The failing
+    call alone, in a fresh process, passes; the bug is reported as history-dependent,
+    not as a wrong forward whose script would contradict it."""
+    spec = f"{Path(__file__).resolve().parent / 'history.py'}:shape_cache"
+    summary, _, out = run_summary(run_pytest, tmp_path, "--impl", spec, "-k",
+                                  "test_forward and conv2d]")
+    (bug,) = summary["implementations"][0]["bugs"]
+    assert bug["failure"] == "history" and bug["reproduces_alone"] is False
+    assert bug["trigger"].startswith("depends on earlier calls")
+    assert "RESULTS DEPEND ON EARLIER CALLS" in out
+
+
+def test_every_listed_bug_was_verified_alone(run_pytest, tmp_path):
+    summary, _, _ = run_summary(run_pytest, tmp_path, "--impl", "conv_impl.tutorial", "-k",
+                                "test_grad_input and conv2d]")
+    assert [b["reproduces_alone"] for b in summary["implementations"][0]["bugs"]] == [True, True]
