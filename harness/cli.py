@@ -33,7 +33,7 @@ SUITE_DIR = Path(__file__).resolve().parent / "conformance"
 INI = SUITE_DIR / "pytest.ini"
 #: what the pytest11 entry points load, for a run with plugin autoloading disabled
 PLUGINS = ("harness.plugin", "harness.replay", "harness.isolate", "harness.database",
-           "hypothesis.extra.pytestplugin", "xdist.plugin", "xdist.looponfail")
+           "_hypothesis_pytestplugin", "xdist.plugin", "xdist.looponfail")
 
 
 def pytest_args(argv: Sequence[str], cwd: Path | None = None) -> list[str]:
