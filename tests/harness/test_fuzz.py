@@ -105,6 +105,23 @@ def _stop(process: subprocess.Popen) -> None:
         pass
 
 
+def test_the_fuzz_command_runs_the_installed_suite_with_the_harness_keys():
+    """What ``python -m harness.fuzz`` runs (no HypoFuzz needed to check that)."""
+    from harness import cli, fuzz
+
+    args = fuzz.command(["-n", "4", "--no-dashboard", "--", "--impl", "x.py", "-k", "forward"])
+    i = args.index("fuzz")
+    assert args[i + 1:i + 4] == ["-n", "4", "--no-dashboard"] and args[i + 4] == "--"
+    suite = args[i + 5:]
+    assert suite[:2] == ["-c", str(cli.INI)] and suite[-1] == str(cli.SUITE_DIR)
+    assert "-p" in suite and suite[suite.index("-p") + 1] == "harness.fuzz"
+    assert suite[suite.index("--hypothesis-profile") + 1] == "dev"  # not a derandomised one
+    assert suite[suite.index("--impl") + 1] == "x.py"
+    own = fuzz.command(["--", "--hypothesis-profile=thorough"])
+    assert "--hypothesis-profile=thorough" in own and "dev" not in own
+    assert fuzz.split_args(["--impl", "x"]) == ([], ["--impl", "x"])
+
+
 def test_a_short_campaign_finds_the_tutorials_bug_and_the_follow_up_writes_its_case(tmp_path):
     python = _fuzz_python()
     campaign, follow_up = tmp_path / "fuzz-machine", tmp_path / "follow-up"
