@@ -28,9 +28,11 @@ own example-database key, set at ``pytest_runtest_call``
 (harness/triage/search.py). HypoFuzz runs no such hook: it sets
 ``_hypothesis_internal_add_digest`` to the pytest node id and computes the
 key in ``FuzzTarget.from_hypothesis_test``, so its keys would differ (and the
-node id even differs between a clone and the installed suite). This module,
-loaded into HypoFuzz's pytest session with ``-p harness.fuzz``, wraps that
-constructor to give each conformance test the harness's own key first.
+node id even differs between a clone and the installed suite). This module is
+also a ``pytest11`` plugin (``conv_harness_fuzz``): in HypoFuzz's pytest
+sessions (the campaign's, its workers', the dashboard's) it wraps that
+constructor to give each conformance test the harness's own key first. So a
+plain ``hypothesis fuzz -- --impl X`` in a clone keys its finds the same way.
 """
 
 from __future__ import annotations
@@ -40,8 +42,9 @@ import subprocess
 import sys
 from typing import Any, Sequence
 
+import pytest
+
 HYPOFUZZ_INSTALL = "pip install 'conv-harness[fuzz]'  (in a venv of its own: it pins Hypothesis)"
-FUZZ_OPTIONS_WITH_VALUE = ("-n", "--numprocesses", "--host", "--port")
 
 
 def _use_harness_keys() -> None:
@@ -67,14 +70,12 @@ def _use_harness_keys() -> None:
     FuzzTarget.from_hypothesis_test = classmethod(from_hypothesis_test)  # type: ignore
 
 
-def pytest_configure(config: Any) -> None:
-    """Loaded with ``-p harness.fuzz`` in HypoFuzz's pytest session (and its workers')."""
-    try:
+@pytest.hookimpl(tryfirst=True)  # before HypoFuzz's own collector makes its targets
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """In HypoFuzz's pytest sessions only (its collector is a plugin of theirs)."""
+    if any(type(plugin).__module__ == "hypofuzz.collection"
+           for plugin in session.config.pluginmanager.get_plugins()):
         _use_harness_keys()
-    except ImportError:
-        import pytest
-        raise pytest.UsageError(f"-p harness.fuzz: HypoFuzz is not installed: "
-                                f"{HYPOFUZZ_INSTALL}") from None
 
 
 def split_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -95,7 +96,7 @@ def command(argv: Sequence[str]) -> list[str]:
                for a in suite_options):
         suite_options = ["--hypothesis-profile", "dev", *suite_options]
     # HypoFuzz adds no test path: the suite's folder comes last, as in conv-harness.
-    pytest_arguments = pytest_args([*suite_options, "-p", "harness.fuzz"])
+    pytest_arguments = pytest_args(suite_options)
     return [sys.executable, "-c", "import sys; from hypothesis.extra.cli import main; "
             "sys.exit(main())", "fuzz", *fuzz_options, "--", *pytest_arguments]
 
