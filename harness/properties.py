@@ -536,6 +536,70 @@ def check_finite_difference(impl: Implementation, case: ConvCase,
 
 
 # ----------------------------------------------------------------------------
+# batch consistency
+# ----------------------------------------------------------------------------
+
+def _image(case: ConvCase, i: int) -> ConvCase:
+    """Image ``i`` of ``case`` as a problem of its own (batch 1)."""
+    return _with(case, problem=dataclasses.replace(case.problem, batch=1),
+                 x=np.ascontiguousarray(case.x[i:i + 1]),
+                 grad_output=np.ascontiguousarray(case.grad_output[i:i + 1]))
+
+
+def check_batch_consistency(impl: Implementation, case: ConvCase,
+                            timeout: float | None = None) -> None:
+    """A batch's results are its images' results stacked (forward, grad_input) or
+    summed (grad_weight, grad_bias).
+
+    Not bitwise: a blocked GEMM may sum in another order for another batch
+    size, which is right. The bound is the batched result's rounding bound
+    plus the single images' (each gamma(K)*sum|terms|), and for the sums over
+    images their float64 summation. An implementation that blocks the batch
+    (tiles of 4, 8, 16 images) and gets a tail wrong, or mixes images up, is
+    caught on the batch that shows it, without an oracle.
+    """
+    name = "batch_consistency"
+    p = case.problem
+    if p.batch < 2:
+        return
+    has_fwd, has_bwd = impl.has(p.op), impl.has(p.spec.backward_name)
+    images = [_image(case, i) for i in range(p.batch)]
+    bound = _bounds(case, forward_only=not has_bwd)
+    single = [_bounds(c, forward_only=not has_bwd) for c in images]
+    why = ("the batched result's rounding bound gamma(K)*sum|terms| plus the single "
+           "image's (and float64 summation over images)")
+    if has_fwd:
+        y = _forward(impl, case, timeout)
+        parts = [_f64(_forward(impl, c, timeout)) for c in images]
+        _elementwise(name, "y", y, np.concatenate(parts), bound["y"] + np.concatenate(
+            [b["y"] for b in single]), case, p.forward_terms() + 1,
+            f"{p.op} of the batch is not its images' results stacked ({why})")
+    if has_bwd:
+        gi, gw, gb = _backward(impl, case, timeout)
+        parts = [_backward(impl, c, timeout) for c in images]
+        _elementwise(name, "grad_input", gi, np.concatenate([_f64(r[0]) for r in parts]),
+                     bound["grad_input"] + np.concatenate([b["grad_input"] for b in single]),
+                     case, p.grad_input_terms(),
+                     f"grad_input of the batch is not its images' stacked ({why})")
+        for k, grad in ((1, "grad_weight"), (2, "grad_bias")):
+            ours = (gw, gb)[k - 1]
+            if ours is None:
+                continue
+            terms = [_f64(r[k]) for r in parts]
+            total = np.sum(terms, axis=0)
+            err = (bound[grad] + np.sum([b[grad] for b in single], axis=0)
+                   + gamma(p.batch, U64) * np.sum(np.abs(terms), axis=0))
+            _elementwise(name, grad, ours, total, err, case, getattr(p, f"{grad}_terms")(),
+                         f"{grad} of the batch is not the sum of its images' ({why})")
+
+
+def batch_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
+    """Cases of two images or more (one image has nothing to be consistent with)."""
+    s = _strategies()
+    return s.conv_cases(op, capabilities=caps).filter(lambda case: case.problem.batch > 1)
+
+
+# ----------------------------------------------------------------------------
 # closed forms: 1x1 kernels and delta kernels
 # ----------------------------------------------------------------------------
 
@@ -683,6 +747,10 @@ register(Check("finite_difference", check_finite_difference, ("forward", "backwa
                oracle=False, cases=small_float64_cases, cost=1.5, attribute=True,
                description="central differences of <conv(x, w, b), g> in float64 on small "
                            "problems"))
+register(Check("batch_consistency", check_batch_consistency, (), oracle=False,
+               cases=batch_cases, cost=2.0, attribute=True,
+               description="a batch's results are its images' results stacked (forward, "
+                           "grad_input) or summed (grad_weight, grad_bias)"))
 register(Check("pointwise", check_pointwise, (), oracle=False, cases=pointwise_cases,
                attribute=True,
                description="a 1x1 kernel is a channel matmul of the padded, strided input"))

@@ -29,6 +29,12 @@ def test_finite_difference(target, data):
     suite.run(target, "finite_difference", data)
 
 
+@pytest.mark.conv_check("batch_consistency")
+@given(data=st.data())
+def test_batch_consistency(target, data):
+    suite.run(target, "batch_consistency", data)
+
+
 @pytest.mark.conv_check("pointwise")
 @given(data=st.data())
 def test_pointwise(target, data):

@@ -3,5 +3,5 @@
 under this file's test ids."""
 
 from harness.conformance.test_properties import (  # noqa: F401
-    test_adjoint, test_delta_kernel, test_finite_difference, test_invalid, test_linearity,
-    test_pointwise)
+    test_adjoint, test_batch_consistency, test_delta_kernel, test_finite_difference, test_invalid,
+    test_linearity, test_pointwise)

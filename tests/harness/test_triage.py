@@ -294,3 +294,22 @@ def test_every_listed_bug_was_verified_alone(run_pytest, tmp_path):
     summary, _, _ = run_summary(run_pytest, tmp_path, "--impl", "conv_impl.tutorial", "-k",
                                 "test_grad_input and conv2d]")
     assert [b["reproduces_alone"] for b in summary["implementations"][0]["bugs"]] == [True, True]
+
+
+ORACLE_FREE = ("adjoint", "linearity", "finite_difference", "pointwise", "delta_kernel",
+               "repeatable", "batch_consistency")
+
+
+def test_batch_consistency_sees_images_mixed_up_where_the_adjoint_does_not(run_pytest,
+                                                                           tmp_path):
+    summary, failures, _ = run_summary(
+        run_pytest, tmp_path, "--impl", f"{TWO_BUGS}:batch_swap", "-k",
+        "conv2d] and (" + " or ".join(f"test_{c}" for c in ORACLE_FREE) + ")")
+    bugs = summary["implementations"][0]["bugs"]
+    seen = {check for bug in bugs for check in bug["checks"]}
+    assert "batch_consistency" in seen
+    assert not seen & {"adjoint", "finite_difference", "pointwise", "delta_kernel", "repeatable"}
+    found = [b for b in bugs if b["check"] == "batch_consistency"] or \
+        [b for b in bugs if "batch_consistency" in b["checks"]]
+    assert found[0]["failure"] in ("forward", "grad_input") and found[0]["params"]["batch"] >= 3
+    scripts_exit_1(failures, bugs)
