@@ -68,13 +68,18 @@ def unpacked_inputs(packed: dict[str, Any]) -> dict[str, Any]:
 
 
 def case_record(impl_spec: str, case: ConvCase, check: str, message: str,
-                run_check: str | None = None, packed: bool = False) -> dict[str, Any]:
+                run_check: str | None = None, packed: bool = False,
+                before: list[tuple[str, ConvCase]] | None = None) -> dict[str, Any]:
     """The JSON-ready record of a failing case (contract section 3).
 
     ``check`` is the check that failed as the report names it (``forward``,
     ``grad_input``, ... or ``raised``, ``dtype``, ``shape``, ...);
     ``run_check`` is the registered check that was running (what a replay
     runs again), ``check`` when omitted.
+
+    ``before``: (function, case) of calls on the same problem that must come
+    first, for a failure that depends on earlier calls; the script and a
+    replay make them before the failing one.
 
     ``packed``: the arrays as ``packed_inputs`` (raw bytes in base64, with
     dtype and shape) instead of ``inputs``, for a record written before every
@@ -99,6 +104,10 @@ def case_record(impl_spec: str, case: ConvCase, check: str, message: str,
         "versions": _versions(),
         "message": message,
     }
+    if before:  # calls on the same problem that must come first (results depend on them)
+        record["before"] = [{"function": function, "inputs": {
+            name: None if a is None else a.tolist() for name, a in earlier.arrays().items()}}
+            for function, earlier in before]
     impl_file = _impl_file(impl_spec)
     if impl_file is not None:
         record["impl_file"] = impl_file
@@ -246,6 +255,17 @@ def case_from_record(record: dict[str, Any], path: Path | str = "<record>") -> C
         return ConvCase(problem=problem, layouts=layouts, **arrays)
     except (KeyError, TypeError, ValueError) as exc:
         raise CaseFileError(f"{path}: inconsistent case ({type(exc).__name__}: {exc})") from None
+
+
+def earlier_calls(record: dict[str, Any], case: ConvCase) -> list[tuple[str, ConvCase]]:
+    """The record's ``before`` calls as (function, case on the same problem), in order."""
+    out = []
+    for call in record.get("before") or []:
+        arrays = {name: None if raw is None else np.array(raw, dtype=np.float64).astype(
+            case.problem.dtype) for name, raw in call["inputs"].items()}
+        out.append((call["function"], ConvCase(problem=case.problem, layouts=dict(case.layouts),
+                                                **arrays)))
+    return out
 
 
 def load_case(path: Path) -> tuple[dict[str, Any], ConvCase]:

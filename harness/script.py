@@ -92,6 +92,9 @@ weight = {weight}
 bias = {bias}
 grad_output = {grad_output}
 INPUTS = {{"x": x, "weight": weight, "bias": bias, "grad_output": grad_output}}
+# Calls made before the failing one, in this order, on the same problem (their
+# results are not checked): the failure depends on them.
+BEFORE = {before}
 '''
 
 _BODY = '''
@@ -137,11 +140,23 @@ class Failed(Exception):
     pass
 
 
-def call(function, *names):
+DEFERRED = []  # failures that must not stop the value comparison (a wrong dtype)
+ARGUMENTS = {{"forward": ("x", "weight", "bias"), "backward": ("grad_output", "x", "weight", "bias")}}
+
+
+def call_before(impl):
+    """The calls that came before the failing one (BEFORE), results unchecked."""
+    for function, inputs in BEFORE:
+        kind = "backward" if function.endswith("_backward") else "forward"
+        call(getattr(impl, function), *ARGUMENTS[kind], inputs=inputs)
+
+
+def call(function, *names, inputs=None):
     """Call the implementation on fresh inputs; they must come back unchanged."""
-    given = {{name: None if a is None else layout(a, LAYOUTS[name]) for name, a in INPUTS.items()}}
+    inputs = INPUTS if inputs is None else inputs
+    given = {{name: None if a is None else layout(a, LAYOUTS[name]) for name, a in inputs.items()}}
     result = function(*(given[name] for name in names), **KWARGS)
-    for name, original in INPUTS.items():
+    for name, original in inputs.items():
         if original is not None and not np.array_equal(given[name], original, equal_nan=True):
             raise Failed(f"input_changed: {{function.__name__}} changed its input {{name!r}} in place")
     return result
@@ -155,8 +170,8 @@ def as_result(value, what, shape):
         raise Failed(f"result_type: {{what}} has dtype {{array.dtype}}")
     if array.shape != shape:
         raise Failed(f"shape: {{what}} has shape {{array.shape}}; torch gives {{shape}}")
-    if array.dtype != DTYPE:
-        raise Failed(f"dtype: {{what}} has dtype {{array.dtype}}; inputs are {{np.dtype(DTYPE)}}")
+    if array.dtype != DTYPE:  # reported after the values are compared: it must not hide them
+        DEFERRED.append(f"dtype: {{what}} has dtype {{array.dtype}}; inputs are {{np.dtype(DTYPE)}}")
     if not np.all(np.isfinite(array)):
         raise Failed(f"nonfinite: {{what}} holds NaN or inf for finite inputs")
     return array
@@ -273,7 +288,10 @@ def main():
     impl = implementation()
     expected, magnitude = torch_results(), torch_results(absolute=True)
     shapes = {{name: None if v is None else v.shape for name, v in expected.items()}}
+    call_before(impl)
 {main}
+    if DEFERRED:
+        raise Failed("\\n".join(DEFERRED))
 
 
 if __name__ == "__main__":
@@ -319,6 +337,20 @@ _MAINS = {
 }
 
 
+def _before(record: dict[str, Any], p) -> str:
+    """The record's earlier calls (``before``: function and inputs, same problem) as source."""
+    calls = record.get("before") or []
+    if not calls:
+        return "[]"
+    out = []
+    for call in calls:
+        inputs = ", ".join(
+            f"{name!r}: " + _literal(None if raw is None else np.asarray(raw), p.dtype, 12)
+            for name, raw in call["inputs"].items())
+        out.append(f"    ({call['function']!r}, {{{inputs}}}),")
+    return "[\n" + "\n".join(out) + "\n]"
+
+
 def render_script(record: dict[str, Any], case: ConvCase | None = None,
                   name: str = "this_script.py") -> str:
     """The standalone reproduction script of a case record."""
@@ -343,6 +375,7 @@ def render_script(record: dict[str, Any], case: ConvCase | None = None,
     kwargs = "dict(" + ", ".join(f"{k}={v!r}" for k, v in p.kwargs().items()) + ")"
     versions = record.get("versions") or {}
     header = _HEADER.format(
+        before=_before(record, p),
         title=f"Reproduce: {spec} {p.op} fails check {record['check']!r}.",
         params=f"parameters: {p.describe()}",
         layouts=", ".join(f"{k}={v}" for k, v in layouts.items()),

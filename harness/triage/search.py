@@ -25,8 +25,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +38,9 @@ from harness.loader import _is_path, split_spec
 from harness.plugin import Target
 from harness.triage.catalog import Bug
 from harness.triage.explain import explain, failure_probe
+from harness.triage.history import history_dependent, verify_alone
 
 DEFAULT_MAX_BUGS = 3
-HISTORY = "history"  # the failure of a bug whose results depend on earlier calls
 BUGS = pytest.StashKey[list[dict[str, Any]]]()
 
 
@@ -174,82 +172,6 @@ def triage(target: Target, check: str, first: list[suite.Found], max_bugs: int,
     return bugs, stop
 
 
-#: failures whose script cannot be run alone to a verdict (it would hang or crash)
-_NOT_VERIFIED = frozenset({"timeout", "crashed", HISTORY})
-SCRIPT_SECONDS = 120.0
-
-
-def verify_alone(target: Target, bugs: list[Bug]) -> None:
-    """Run each bug's saved script in a fresh process: it must reproduce the failure.
-
-    A script that passes there while the same call failed in this process
-    shows results that depend on earlier calls (a cache keyed by shape, a
-    compiled kernel reused, uninitialised memory): the bug is reported as that
-    (failure ``history``), and its report says the script alone passes.
-    """
-    from harness import oracle
-    if not oracle.torch_available():  # the scripts need torch
-        return
-    runs = []
-    for bug in bugs:
-        script = None if bug.case_file is None else script_path(target.failures_dir / bug.case_file)
-        if bug.failure in _NOT_VERIFIED or script is None or not script.is_file():
-            runs.append(None)
-            continue
-        runs.append(subprocess.Popen([sys.executable, str(script)], cwd=os.getcwd(), text=True,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
-    for bug, proc in zip(bugs, runs):
-        if proc is None:
-            continue
-        try:
-            out, _ = proc.communicate(timeout=SCRIPT_SECONDS)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            continue
-        if proc.returncode == 1 and out.startswith("FAILED"):
-            bug.alone = True
-            bug.report += "\nverified: its script, run alone in a fresh process, fails (exit 1)"
-        elif proc.returncode == 0:
-            bug.alone = False
-            bug.report = (
-                f"RESULTS DEPEND ON EARLIER CALLS: this {bug.failure} failure is not reproduced "
-                "by its script, which makes the same call alone in a fresh process and passes "
-                "(exit 0); in this process identical inputs gave a wrong result after other "
-                "calls (a cache keyed by shape, a kernel compiled for an earlier call, "
-                "uninitialised memory)\n" + bug.report)
-            bug.trigger = f"depends on earlier calls (alone it passes); {bug.trigger}"
-            bug.failure = HISTORY
-
-
-def history_dependent(last: suite.Found) -> Bug:
-    """A failure Hypothesis could not reproduce: the same example failed, then passed.
-
-    The results of identical calls differed, so they depend on what the
-    implementation was called with before (a cache, a compiled kernel,
-    uninitialised memory). Reported as such, on the last failing example,
-    not as Hypothesis's "Flaky" traceback; its case file holds the one call,
-    which on its own, in a fresh process, may pass.
-    """
-    failure, target = last.failure, last.target
-    case = failure.case if failure.case is not None else last.drawn
-    text = "\n".join([
-        f"{target.impl.spec} {case.problem.op}: results depend on earlier calls: check "
-        f"{last.check!r} failed on the example below, then passed when Hypothesis ran the "
-        "same example again (identical calls gave different results in this process).",
-        "Not shrunk: shrinking needs a failure that repeats. The case file and script hold "
-        "the failing call alone; in a fresh process it may pass (the calls before it matter).",
-        last.text])
-    history = suite.CheckFailure(HISTORY, text, function=failure.function, case=case)
-    path = suite.save_failure(target, history, last.check, text, last.drawn)
-    case_file = None if path is None else os.path.relpath(path, target.failures_dir)
-    lines = [text] + (suite.saved_lines(path) if path is not None else [])
-    return Bug(check=last.check, failure=HISTORY, function=failure.function, op=case.problem.op,
-               params=case.problem.params(), layouts=dict(case.layouts),
-               trigger="depends on earlier calls (the same call gave different results)",
-               conditions=[], explanation=[], case_file=case_file, report="\n".join(lines))
-
-
 def report(target: Target, check: str, bugs: list[Bug], stop: str, notes: list[str]) -> str:
     n = len(bugs)
     head = (f"{target.impl.spec} {target.op}: check {check!r} found {n} distinct "
@@ -300,7 +222,8 @@ class BugSearch:
             first = _take_found()
             if not first and isinstance(exc, FlakyFailure) and suite.LAST_FAILING \
                     and suite.LAST_FAILING[0].target is target:
-                bug = history_dependent(suite.LAST_FAILING[0])
+                bug = history_dependent(suite.LAST_FAILING[0], suite.save_failure,
+                                        suite.saved_lines)
                 item.stash[BUGS] = [bug.to_json()]
                 raise BugsFound(report(target, check, [bug], "results depend on earlier calls",
                                        [])) from None

@@ -280,14 +280,35 @@ def test_a_slow_buggy_implementation_still_gets_its_minimal_case(run_pytest, tmp
 def test_results_that_depend_on_earlier_calls_are_reported_as_such(run_pytest, tmp_path):
     """A cache keyed by shape: a later call gets an earlier call's weight. The failing
     call alone, in a fresh process, passes; the bug is reported as history-dependent,
-    not as a wrong forward whose script would contradict it."""
+    with a sequence of calls rebuilt whose script fails in a fresh process."""
     spec = f"{Path(__file__).resolve().parent / 'history.py'}:shape_cache"
-    summary, _, out = run_summary(run_pytest, tmp_path, "--impl", spec, "-k",
-                                  "test_forward and conv2d]")
+    summary, failures, out = run_summary(run_pytest, tmp_path, "--impl", spec, "-k",
+                                         "test_forward and conv2d]")
     (bug,) = summary["implementations"][0]["bugs"]
-    assert bug["failure"] == "history" and bug["reproduces_alone"] is False
-    assert bug["trigger"].startswith("depends on earlier calls")
+    assert bug["failure"] == "history" and bug["reproduces_alone"] is True
+    assert bug["trigger"].startswith("depends on earlier calls: wrong after a call on the "
+                                     "same problem with other values")
     assert "RESULTS DEPEND ON EARLIER CALLS" in out
+    record = json.loads((failures / bug["case_file"]).read_text())
+    assert [call["function"] for call in record["before"]] == ["conv2d"]
+    scripts_exit_1(failures, [bug])
+    # the single-call case file it replaces is gone; a replay makes the calls first
+    assert [p.name for p in failures.glob("*.json") if p.name != "summary.json"] == [
+        Path(bug["case_file"]).name]
+    again = run_pytest("--replay", failures / bug["case_file"])
+    assert again.returncode == 1 and "still fails" in again.stdout, again.stdout[-2000:]
+
+
+def test_first_call_right_repeated_calls_wrong(run_pytest, tmp_path):
+    spec = f"{Path(__file__).resolve().parent / 'history.py'}:second_call_wrong"
+    summary, failures, out = run_summary(run_pytest, tmp_path, "--impl", spec, "-k",
+                                         "test_forward and conv2d]")
+    (bug,) = summary["implementations"][0]["bugs"]
+    assert bug["failure"] == "history", bug
+    assert bug["trigger"].startswith("depends on earlier calls: wrong after the same call "
+                                     "made once before")
+    assert "Flaky" not in out and "Unreliable" not in out
+    scripts_exit_1(failures, [bug])
 
 
 def test_every_listed_bug_was_verified_alone(run_pytest, tmp_path):
