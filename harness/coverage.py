@@ -66,3 +66,26 @@ def paused() -> Iterator[None]:
         yield
     finally:
         _current = saved
+
+
+#: the largest sizes reached in the current test (see `reach`)
+_largest: dict[str, int] | None = None
+
+
+def start_sizes() -> None:
+    global _largest
+    _largest = {}
+
+
+def reach(**sizes: int) -> None:
+    """Note sizes a case reached (batch, channels, positions, kernel, K): the largest are kept."""
+    if _largest is not None:
+        for name, value in sizes.items():
+            if value > _largest.get(name, 0):
+                _largest[name] = value
+
+
+def stop_sizes() -> dict[str, int]:
+    global _largest
+    largest, _largest = _largest or {}, None
+    return largest

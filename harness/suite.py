@@ -10,6 +10,7 @@ and the report prints that script and how to replay the case.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -160,6 +161,15 @@ def case_strategy(check: str, op: str, caps: Capabilities) -> st.SearchStrategy[
     return custom(op, caps) if custom else conv_cases(op, capabilities=caps)
 
 
+def _reach(case: ConvCase) -> None:
+    """The sizes this case reached, for the run summary's "largest reached" line."""
+    p = case.problem
+    coverage.reach(batch=p.batch, channels_per_group=max(p.in_channels, p.out_channels)
+                   // p.groups, positions=math.prod(p.output_size),
+                   kernel=max(p.kernel_size), K=max(p.forward_terms(), p.grad_input_terms(),
+                                                  p.grad_weight_terms()))
+
+
 def check_capabilities(target: Target, check: str) -> Capabilities:
     """What ``check`` may draw for ``target``: what every function it calls supports."""
     functions = REGISTRY[check].functions(target.op) or (target.op, f"{target.op}_backward")
@@ -187,6 +197,7 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
             data.draw(strategy, label="case")
         return
     case = data.draw(strategy, label="case")
+    _reach(case)
     if any(bug.conditions and bug.region_holds(case) for bug in known):
         reject()  # a follow-up search: that bug's trigger is excluded
     failures = examine(check, target.impl, case, target.timeout)

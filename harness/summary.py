@@ -31,6 +31,7 @@ SUMMARY_FILE = "summary.json"
 
 PROPERTY = "conv_harness"
 _TALLY = pytest.StashKey[Counter]()
+_SIZES = pytest.StashKey[dict]()
 
 
 @dataclass
@@ -39,6 +40,7 @@ class ImplementationRecord:
     examples: Counter = field(default_factory=Counter)  # (check, op) -> examples drawn
     tally: Counter = field(default_factory=Counter)
     bugs: list[Bug] = field(default_factory=list)  # as each test found them, not merged
+    largest: dict[str, int] = field(default_factory=dict)  # the largest sizes reached
 
 
 class Summary:
@@ -54,10 +56,12 @@ class Summary:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item):
         coverage.start()
+        coverage.start_sizes()
         try:
             return (yield)
         finally:
             item.stash[_TALLY] = coverage.stop()
+            item.stash[_SIZES] = coverage.stop_sizes()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
@@ -71,6 +75,7 @@ class Summary:
                 "impl": target.impl.name, "op": target.op, "check": marker.args[0],
                 "tally": dict(item.stash.get(_TALLY, Counter())),
                 "bugs": item.stash.get(BUGS, []),
+                "sizes": item.stash.get(_SIZES, {}),
                 "torch": oracle.torch_available()}))
         return report
 
@@ -87,6 +92,8 @@ class Summary:
             record.tally.update(value["tally"])
             record.examples[slot] += value["tally"].get("examples", 0)
             record.bugs += [Bug.from_json(raw) for raw in value.get("bugs", [])]
+            for name, size in value.get("sizes", {}).items():
+                record.largest[name] = max(size, record.largest.get(name, 0))
             self.torch_missing |= value.get("torch") is False
 
     def distinct_bugs(self, impl: Implementation) -> list[Bug]:
@@ -111,7 +118,7 @@ class Summary:
                 "examples": record.tally.get("examples", 0), "bugs": bugs,
                 "examples_per_test": {f"{check} {op}": n for (check, op), n in
                                       sorted(record.examples.items())},
-                "notes": sorted(notes)})
+                "notes": sorted(notes), "largest": dict(record.largest)})
         return {"implementations": out}
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -172,6 +179,12 @@ class Summary:
         tally, notes = coverage.split(record.tally)
         examples = tally.pop("examples", 0)
         lines.append(f"  examples tried: {examples}")
+        if record.largest:
+            labels = {"batch": "batch", "channels_per_group": "channels per group",
+                      "positions": "output positions per image", "kernel": "kernel",
+                      "K": "reduction length K"}
+            lines.append("  largest reached: " + ", ".join(
+                f"{labels.get(name, name)} {size}" for name, size in record.largest.items()))
         if notes:
             lines.append("  noted (not failures): " + ", ".join(
                 f"{text} ({count} calls)" for text, count in sorted(notes.items())))
