@@ -117,7 +117,9 @@ ODDS = 4
 #: float16 stagnates at 2048, a legitimate result for float16 accumulation that
 #: it would call a bug. So float16 is drawn only where every result sums at
 #: most 512 terms (gamma(512) = 1/3), and larger problems go to float32 and
-#: float64.
+#: float64 (in both tiers: tiny transposed problems reach K = 720 in grad_bias).
+#: For an implementation that takes float16 only, the large tier keeps K and
+#: batch * positions within 512 instead.
 FLOAT16_MAX_TERMS = 512
 
 
@@ -236,6 +238,7 @@ class _Sizes:
         self.tier = b.large if large else None
         self.max_terms = max_terms
         self.cost = 1  # multiply-adds per forward pass of what is drawn so far
+        self._drawn_positions = 1
         self.big: dict[str, bool] = {}
         if self.tier is not None:
             t = self.tier
@@ -276,13 +279,20 @@ class _Sizes:
             return (k,) * axes
         return tuple(self._draw("kernel", self.b.kernel, top, axes) for _ in range(axes))
 
+    def _terms_cap(self) -> int | None:
+        """For a float16-only implementation, batch * positions (the gradients' K)
+        stays within `max_terms` too."""
+        if self.tier is None or self.max_terms > FLOAT16_MAX_TERMS:
+            return None
+        return max(1, self.max_terms // self._drawn_positions)
+
     def positions(self, axes: int):
         """Draws one output (transposed: input) size per axis, called in turn."""
         top = self.tier.outputs if self.tier else 0
         self._drawn_positions = 1
 
         def one() -> int:
-            value = self._draw("positions", self.b.outputs, top, axes)
+            value = self._draw("positions", self.b.outputs, top, axes, cap=self._terms_cap())
             self._drawn_positions *= value
             return value
         return one
@@ -306,7 +316,8 @@ class _Sizes:
         return groups * per_in, groups * per_out
 
     def batch(self) -> int:
-        return self._draw("batch", self.b.batch, self.tier.batch if self.tier else 0)
+        return self._draw("batch", self.b.batch, self.tier.batch if self.tier else 0,
+                          cap=self._terms_cap())
 
 
 def _max_terms(p: ConvProblem) -> int:
@@ -356,7 +367,7 @@ def _problems(draw, op: str, caps: Capabilities, b: Bounds) -> ConvProblem:
                           kernel_size=kernel, stride=stride, padding=padding,
                           dilation=dilation, groups=groups, bias=bias, dtype=allowed[0],
                           output_padding=output_padding)
-    if large and not only_float16 and _max_terms(problem) > FLOAT16_MAX_TERMS:
+    if not only_float16 and _max_terms(problem) > FLOAT16_MAX_TERMS:
         allowed = tuple(d for d in allowed if d != "float16") or allowed
     dtype = draw(_sampled(allowed))
     return dataclasses.replace(problem, dtype=dtype)
