@@ -1,0 +1,131 @@
+"""Bugs found in real frameworks (examples/README.md, "Found in the wild") still reproduce.
+
+Opt-in: each test runs only where its framework is installed (the extras
+``.[jax]``, ``.[tensorflow]``, ``.[tinygrad]``, which CI does not install),
+and is skipped with the reason otherwise. Each one calls the example adapter
+on the bug's minimal case in a fresh process (a crash must not take pytest
+down, and a history-dependent result needs a process of its own) and asserts
+that the bug is still there, next to a control that the same code gives the
+right answer where the library is right. When a test here fails, the
+framework has changed: if the bug is fixed upstream, regenerate the README's
+section (``python tools/found_in_the_wild.py``) and retire the test.
+
+The cases are the harness's shrunk ones where it could shrink them (see the
+README section for the runs and the reports).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.harness.conftest import PROJECT_ROOT
+
+
+def _needs(module: str, extra: str):
+    return pytest.mark.skipif(
+        importlib.util.find_spec(module) is None,
+        reason=f"{module} is not installed (optional extra: pip install -e '.[{extra}]')")
+
+
+def _run(code: str, env: dict[str, str] | None = None,
+         timeout: float = 300) -> subprocess.CompletedProcess:
+    """``code`` in a fresh Python process, with examples/ importable."""
+    prelude = ("import sys, numpy as np, torch\n"
+               f"sys.path.insert(0, {str(PROJECT_ROOT / 'examples')!r})\n")
+    return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)],
+                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})})
+
+
+def _died_of(result: subprocess.CompletedProcess) -> str | None:
+    """The signal that killed the process, if one did."""
+    return signal.Signals(-result.returncode).name if result.returncode < 0 else None
+
+
+# ---------------------------------------------------------------------------- JAX
+
+JAX_BACKWARD = """
+import jax_conv as impl
+dt = np.{dtype}
+x = np.ones((1, 1, {h}, 1), dt); w = np.ones((1, 1, 2, 2), dt)
+y = impl.conv2d(x, w, None, stride=(2, 2), padding=(1, 1))
+print("forward", y.shape, flush=True)
+impl.conv2d_backward(np.ones_like(y), x, w, None, stride=(2, 2), padding=(1, 1))
+print("backward returned", flush=True)
+"""
+
+
+@_needs("jax", "jax")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_jaxlib_aborts_in_conv2d_backward(dtype):
+    """XLA's algebraic simplifier aborts the process: "Window dimensions do not match
+    RHS shape" (batch 1, 1 -> 1 channel, input 4x1, kernel 2x2, stride 2, padding 1)."""
+    crashed = _run(JAX_BACKWARD.format(dtype=dtype, h=4))
+    assert "forward" in crashed.stdout, crashed.stderr[-2000:]
+    assert _died_of(crashed) == "SIGABRT", (crashed.returncode, crashed.stderr[-2000:])
+    assert "backward returned" not in crashed.stdout
+    # Control: one row more of input, and the same code returns.
+    fine = _run(JAX_BACKWARD.format(dtype=dtype, h=5))
+    assert fine.returncode == 0 and "backward returned" in fine.stdout, fine.stderr[-2000:]
+
+
+# ---------------------------------------------------------------------------- TensorFlow
+
+TF_FORWARD = """
+import tensorflow_conv as impl
+x = np.ones((2, 1, 2, 3), np.float32); w = np.ones((1, 1, 1, 2), np.float32)
+y = impl.conv2d(x, w, None, stride=(1, 2), padding=(0, 0))
+print(y.ravel().tolist())
+"""
+
+
+@_needs("tensorflow", "tensorflow")
+def test_tensorflow_onednn_float32_forward_is_wrong():
+    """oneDNN's float32 Conv2D returns [2, 0, 2, 0] (sometimes uninitialised memory)
+    where the answer is all 2: x of ones (N=2, C=1, 2x3), w of ones 1x2, stride (1, 2)."""
+    wrong = _run(TF_FORWARD)
+    assert wrong.returncode == 0, wrong.stderr[-2000:]
+    values = eval(wrong.stdout.strip().splitlines()[-1])  # a list of floats, printed above
+    assert len(values) == 4 and values != [2.0] * 4, values
+    # Control: TensorFlow's own kernels (oneDNN off) get it right.
+    right = _run(TF_FORWARD, env={"TF_ENABLE_ONEDNN_OPTS": "0"})
+    assert right.returncode == 0, right.stderr[-2000:]
+    assert eval(right.stdout.strip().splitlines()[-1]) == [2.0] * 4
+
+
+# ---------------------------------------------------------------------------- tinygrad
+
+TINYGRAD_HISTORY = """
+import tinygrad_conv as impl
+rng = np.random.default_rng(0)
+x = rng.standard_normal((2, 6, 12, 2)).astype(np.float32)
+w = rng.standard_normal((3, 2, 2, 2)).astype(np.float32)
+b = rng.standard_normal(3).astype(np.float32)
+kw = dict(stride=(3, 1), padding=(2, 1), dilation=(1, 3), groups=3)
+xt = torch.tensor(x, requires_grad=True)
+yt = torch.nn.functional.conv2d(xt, torch.tensor(w), torch.tensor(b), **kw)
+g = rng.standard_normal(tuple(yt.shape)).astype(np.float32)
+yt.backward(torch.tensor(g))
+for call in range(3):
+    gx = impl.conv2d_backward(g, x, w, b, **kw)[0]
+    print(float(np.abs(gx - xt.grad.numpy()).max()), flush=True)
+"""
+
+
+@_needs("tinygrad", "tinygrad")
+def test_tinygrad_backward_depends_on_earlier_calls():
+    """The first conv2d backward call is right, identical later calls are not
+    (batch 2, 6 -> 3 channels, input 12x2, kernel 2x2, stride 3x1, padding 2x1,
+    dilation 1x3, groups 3)."""
+    ran = _run(TINYGRAD_HISTORY, timeout=600)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    first, *later = (float(v) for v in ran.stdout.split())
+    assert first < 1e-4, f"first call off by {first}"
+    assert max(later) > 0.1, f"later calls off by at most {max(later)}: fixed upstream?"
