@@ -100,6 +100,31 @@ def test_tensorflow_onednn_float32_forward_is_wrong():
     assert eval(right.stdout.strip().splitlines()[-1]) == [2.0] * 4
 
 
+TF_WEIGHT_GRADIENT = """
+import tensorflow_conv as impl
+x = np.ones((1, 1, 64, 15), np.float32); w = np.ones((1, 1, 1, 1), np.float32)
+kw = dict(stride={stride}, padding=(0, 0))
+y = impl.conv2d(x, w, None, **kw)
+for call in range(50):
+    grad_weight = impl.conv2d_backward(np.ones_like(y), x, w, None, **kw)[1]
+print("returned", grad_weight.ravel().tolist(), flush=True)
+"""
+
+
+@_needs("tensorflow", "tensorflow")
+def test_tensorflow_float32_weight_gradient_corrupts_the_heap():
+    """float32 Conv2DBackpropFilter with a 1x1 kernel and stride 4x3 on a 64x15 input
+    corrupts the heap: glibc aborts ("corrupted double-linked list", "double free or
+    corruption") or the process segfaults, within a few identical calls. Not
+    deterministic per call, so the harness could not shrink it (README); 50 calls."""
+    crashed = _run(TF_WEIGHT_GRADIENT.format(stride=(4, 3)))
+    assert _died_of(crashed) in ("SIGABRT", "SIGSEGV"), (crashed.returncode,
+                                                          crashed.stdout[-500:])
+    # Control: with stride 1 the same calls return the right gradient (64 * 15 ones).
+    fine = _run(TF_WEIGHT_GRADIENT.format(stride=(1, 1)))
+    assert fine.returncode == 0 and "returned [960.0]" in fine.stdout, fine.stderr[-2000:]
+
+
 # ---------------------------------------------------------------------------- tinygrad
 
 TINYGRAD_HISTORY = """
