@@ -127,8 +127,8 @@ def _summary_block(stdout: str) -> str:
     return "\n".join(lines).rstrip()
 
 
-def _command(framework: Framework, run: Run) -> str:
-    budget = f"--conv-budget {run.budget:g}"
+def _command(framework: Framework, run: Run, scale: float = 1.0) -> str:
+    budget = f"--conv-budget {run.budget * scale:g}"
     profile = "" if run.profile == "dev" else f"HYPOTHESIS_PROFILE={run.profile} "
     return f"{profile}pytest --impl {framework.impl} {' '.join(_q(a) for a in run.args)} {budget}"
 
@@ -160,7 +160,7 @@ def _do_run(framework: Framework, run: Run, scale: float, tmp: Path, index: int)
     bugs = impls[0]["bugs"] if impls else []
     tail = stdout.strip().splitlines()[-1] if stdout.strip() else "(no output)"
     parts = [f"**Run {index}**: {run.why}.",
-             f"```text\n$ {_command(framework, run)}\n{_show(tail, failures)}\n```",
+             f"```text\n$ {_command(framework, run, scale)}\n{_show(tail, failures)}\n```",
              f"It took {seconds:.0f} s on this machine (exit status {status}) and listed "
              f"{len(bugs)} distinct bug(s)."]
     summary = _summary_block(stdout)
@@ -175,30 +175,58 @@ def _do_run(framework: Framework, run: Run, scale: float, tmp: Path, index: int)
                      "is not shrunk):\n\n```text\n"
                      + _show("\n".join(dict.fromkeys(crashes)), failures) + "\n```")
     for number, bug in enumerate(bugs, 1):
-        parts.append(_bug(number, bug, failures, env))
+        parts.append(_bug(number, bug, failures, env, stdout, summary))
     return "\n\n".join(parts)
 
 
-def _bug(number: int, bug: dict, failures: Path, env: dict[str, str]) -> str:
+def _report(stdout: str, bug: dict) -> str:
+    """The bug's report as pytest printed it: in the failure section of the test of the
+    check that found it, the block of that failure kind (summary.json holds no text)."""
+    header = re.compile(rf"^_+ test_{re.escape(bug['check'])}\[[^\]]*-{re.escape(bug['op'])}\] _+$",
+                        re.M)
+    match = header.search(stdout)
+    if not match:
+        return ""
+    rest = stdout[match.end():]
+    end = re.search(r"^(_{3,} |={3,} )", rest, re.M)
+    section = rest[:end.start()] if end else rest
+    blocks = re.split(r"^--- bug \d+ of \d+ -+$", section, flags=re.M)
+    for block in blocks[1:] or blocks:
+        if f"check '{bug['failure']}'" in block:
+            return block.strip("\n")
+    return section.strip("\n")
+
+
+def _entry(summary: str, number: int) -> str:
+    """Entry ``number`` of the summary's list of distinct bugs."""
+    match = re.search(rf"^  {number}\. .*?(?=^  \d+\. |^  check |\Z)", summary, re.M | re.S)
+    return match.group(0).rstrip() if match else ""
+
+
+def _bug(number: int, bug: dict, failures: Path, env: dict[str, str], stdout: str = "",
+         summary: str = "") -> str:
     title = (f"Bug {number}: `{bug['failure']}` in `{bug.get('function') or bug['op']}` "
              f"(checks: {', '.join(bug.get('checks') or [bug['check']])})")
+    report = bug.get("report", "").rstrip() or _report(stdout, bug) or _entry(summary, number)
     parts = [f"*{title}*, as the harness reported it:",
-             "```text\n" + _show(bug.get("report", "").rstrip(), failures) + "\n```"]
+             "```text\n" + _show(report, failures) + "\n```"]
     case = failures / bug["case_file"] if bug.get("case_file") else None
     script = case.with_suffix(".py") if case else None
     if script and script.is_file():
         try:
             ran = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env,
                                  capture_output=True, text=True, timeout=600)
-            status, output = str(ran.returncode), (ran.stdout + ran.stderr).rstrip()
+            status = str(ran.returncode)
+            output = "\n".join(_quiet(ran.stdout).splitlines()[:40]
+                               + _quiet(ran.stderr).splitlines()[-12:]).rstrip()
         except subprocess.TimeoutExpired:
             status, output = "killed after 600 s", ""
-        output = "\n".join(_quiet(output).splitlines()[-25:])
         parts += [f"Its reproduction script, run alone in a fresh process "
                   f"(exit status {status}):",
-                  "```python\n" + _show(script.read_text().rstrip(), failures) + "\n```",
                   "```text\n$ python " + _show(str(script), failures) + "\n"
-                  + _show(output, failures) + "\n```"]
+                  + _show(output, failures) + "\n```",
+                  "<details><summary>the script</summary>\n\n```python\n"
+                  + _show(script.read_text().rstrip(), failures) + "\n```\n\n</details>"]
     return "\n\n".join(parts)
 
 
