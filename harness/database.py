@@ -138,8 +138,13 @@ def pytest_configure(config: pytest.Config) -> None:
     except DatabaseSpecError as exc:
         raise pytest.UsageError(str(exc)) from None
     current = settings.default
-    # settings.default.database of a derandomised profile is None: no local database.
-    local = None if current.derandomize else current.database
+    local = current.database
+    if current.derandomize or local is None:
+        # A derandomised profile (ci) has no database only because it is
+        # derandomised, and on a CI machine Hypothesis's own defaults, which the
+        # other profiles inherit, have none either; --conv-db turns derandomising
+        # off, and the run keeps a local database, where a dev run elsewhere does.
+        local = DirectoryBasedExampleDatabase(Path(".hypothesis") / "examples")
     name = f"{getattr(settings, '_current_profile', None) or 'default'}+conv-db"
     settings.register_profile(name, parent=current, derandomize=False,
                               database=run_database(shared, local, read_only))
