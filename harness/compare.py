@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.tolerance import Tolerance
+from harness.tolerance import Tolerance, note_flushes
 
 SMALL_ARRAY = 64  # results up to this many elements are printed whole
 
@@ -51,6 +51,7 @@ def compare(name: str, actual: np.ndarray, expected: np.ndarray,
             tol: Tolerance) -> Mismatch | None:
     """None when ``actual`` is within ``tol`` of ``expected`` everywhere."""
     a = np.asarray(actual, dtype=np.float64)
+    note_flushes(a, expected, tol)  # flushing subnormals is not a failure, but said
     error = np.abs(a - expected)
     # NaN or inf where the reference is finite is always an error (and
     # error > bound is False for NaN, so it must be caught explicitly).
