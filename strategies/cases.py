@@ -17,7 +17,7 @@ from hypothesis.control import currently_in_test_context
 from harness import coverage
 from harness.capabilities import Capabilities
 from harness.problem import ARRAY_NAMES, LAYOUTS, ConvCase, ConvProblem
-from strategies.problems import Bounds, conv_problems
+from strategies.problems import DEFAULT_BOUNDS, Bounds, conv_problems
 
 MAX_ABS_VALUE = 4.0
 
@@ -173,10 +173,22 @@ def conv_cases(
     return cases()
 
 
+def _large(p: ConvProblem) -> list[str]:
+    """Which sizes are beyond the tiny tier's bounds (the large tier reached them)."""
+    tiny = DEFAULT_BOUNDS[len(p.input_size)]
+    positions = p.input_size if p.spec.transposed else p.output_size
+    large = {"batch": p.batch > tiny.batch,
+             "channels": max(p.in_channels, p.out_channels) // p.groups > tiny.channels_per_group,
+             "positions": max(positions) > tiny.outputs,
+             "kernel": max(p.kernel_size) > tiny.kernel}
+    return [f"large {name}" for name, is_large in large.items() if is_large]
+
+
 def features(case: ConvCase) -> list[str]:
     """The features a case exercises: for `event()` statistics and the run summary."""
     p = case.problem
     out = [f"dtype {p.dtype}"]
+    out += _large(p)
     geometry = list(zip(p.input_size, p.kernel_size, p.stride, p.padding, p.dilation))
     if any(s > 1 for s in p.stride):
         out.append("stride > 1")
