@@ -1052,3 +1052,33 @@ def backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.ndarray,
     if plan.direct:
         return _direct_backward(plan, x, w, go, want_input, want_weight, want_bias)
     return _exact_backward(plan, x, w, go, want_input, want_weight, want_bias)
+
+
+# ----------------------------------------------------------------------------
+# which paths a call takes (for the harness's coverage events)
+# ----------------------------------------------------------------------------
+
+def paths(plan: Plan, backward: bool, want_input: bool = True,
+          want_weight: bool = True) -> list[str]:
+    """The paths of the module docstring that ``forward`` (or ``backward``) takes
+    for ``plan``, and whether its work is split into several chunks: the labels
+    the conformance suite reports as events, so that a run shows each was reached."""
+    if plan.pointwise:
+        return ["pointwise"]
+    if plan.direct:
+        out = ["direct"]
+        return out + (["flat layout, several chunks"] if len(plan.chunks) > 1 else [])
+    nhwc = _correlate_fn(plan.dtype, plan.taps * plan.cg) is _exact_correlate_nhwc
+    exact = "exact windows" + (", channels-last" if nhwc else "")
+    images = _exact_images(plan.taps * plan.cg, math.prod(plan.out_size),
+                           plan.dtype.itemsize, plan.n)
+    out = []
+    if not backward or want_weight:
+        out.append(exact + (", several chunks" if images < plan.n else ""))
+    if backward and want_input:
+        if plan.gather_input_grad:
+            out.append("gathering input gradient")
+        else:
+            out.append("flat input gradient"
+                       + (", several chunks" if len(plan.chunks) > 1 else ""))
+    return out

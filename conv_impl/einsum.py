@@ -89,6 +89,7 @@ def _correlate(x: np.ndarray, w: np.ndarray, bias, stride: Ints, padding: Ints,
     """
     plan = _plan(x.shape, w.shape, groups, x.shape[2:], stride, padding, dilation,
                  out_size, w.dtype)
+    _PATHS.extend(_engine.paths(plan, backward=False))
     return _engine.forward(plan, x, w, bias)
 
 
@@ -106,7 +107,21 @@ def _correlate_grads(x: Optional[np.ndarray], go: np.ndarray, w: np.ndarray,
     """
     plan = _plan(go.shape, w.shape, groups, in_size,
                  stride, padding, dilation, go.shape[2:], w.dtype)
+    _PATHS.extend(_engine.paths(plan, True, want_input, want_weight or want_bias))
     return _engine.backward(plan, x, w, go, want_input, want_weight, want_bias)
+
+
+#: the engine's paths taken since `harness_events` last emptied it
+_PATHS: list[str] = []
+
+
+def harness_events() -> list[str]:
+    """The engine paths the calls since the last call of this function took (see
+    ``_einsum_engine.paths``), each once: the conformance suite reports them as
+    Hypothesis events and in its summary, so a run shows which paths it reached."""
+    taken = sorted(set(_PATHS))
+    _PATHS.clear()
+    return [f"einsum path: {label}" for label in taken]
 
 
 # ----------------------------------------------------------------------------

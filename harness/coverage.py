@@ -89,3 +89,9 @@ def stop_sizes() -> dict[str, int]:
     global _largest
     largest, _largest = _largest or {}, None
     return largest
+
+
+def count(labels: list[str]) -> None:
+    """Count ``labels`` as features of the current example (an implementation's own events)."""
+    if _current is not None:
+        _current.update(labels)

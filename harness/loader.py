@@ -43,6 +43,9 @@ class Implementation:
     target: Any
     functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
     capabilities: Capabilities = field(default_factory=Capabilities)
+    #: the implementation's optional ``harness_events()``: labels of what its calls
+    #: since the last call did (which path, which algorithm), reported as events
+    events: Callable[[], Any] | None = None
     #: the spec that loads it from this folder, when ``spec`` (as a case file
     #: recorded it elsewhere) does not: what ``--isolate``'s child process loads
     loads_from: str | None = None
@@ -193,5 +196,7 @@ def load_implementation(spec: str) -> Implementation:
         capabilities = Capabilities.from_mapping(getattr(target, "CAPABILITIES", None))
     except CapabilitiesError as exc:
         raise SpecError(f"--impl {spec!r}: {exc}") from None
+    events = getattr(target, "harness_events", None)
     return Implementation(spec=spec, name=short_name(spec), target=target,
-                          functions=functions, capabilities=capabilities)
+                          functions=functions, capabilities=capabilities,
+                          events=events if callable(events) else None)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from hypothesis import reject, strategies as st
+from hypothesis import event, reject, strategies as st
 from hypothesis.control import current_build_context
 
 from harness import coverage, oracle
@@ -170,6 +170,20 @@ def _reach(case: ConvCase) -> None:
                                                   p.grad_weight_terms()))
 
 
+def _report_events(target: Target) -> None:
+    """The implementation's own labels of what its calls did (``harness_events``), as
+    Hypothesis events and features of the run summary."""
+    if target.impl.events is None:
+        return
+    try:
+        labels = [str(label) for label in target.impl.events()]
+    except Exception:  # noqa: BLE001 - a broken hook must not fail the check
+        return
+    coverage.count(labels)
+    for label in labels:
+        event(label)
+
+
 def check_capabilities(target: Target, check: str) -> Capabilities:
     """What ``check`` may draw for ``target``: what every function it calls supports."""
     functions = REGISTRY[check].functions(target.op) or (target.op, f"{target.op}_backward")
@@ -201,6 +215,7 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
     if any(bug.conditions and bug.region_holds(case) for bug in known):
         reject()  # a follow-up search: that bug's trigger is excluded
     failures = examine(check, target.impl, case, target.timeout)
+    _report_events(target)
     fresh = [f for f in failures if not any(bug.covers(f) for bug in known)]
     if not fresh:
         return

@@ -1,17 +1,53 @@
-"""The einsum engine's paths that the default sizes rarely reach, checked by the suite."""
+"""Every path of the einsum engine is reached and checked.
+
+The main job's own strategies reach every algorithmic path of
+``conv_impl.einsum`` (each reported as a Hypothesis event, ``einsum path:
+...``); the paths that need sizes beyond the suite's cost budget (several
+chunks; float32 channels-last at few rows) are reached by a spec that lowers
+the engine's thresholds (tests/harness/einsum_every_path.py), and the oracle
+checks run on it.
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-CHANNELS_LAST = Path(__file__).resolve().parent / "einsum_channels_last.py"
+from hypothesis import HealthCheck, given, settings
+
+from conv_impl import einsum
+from harness.problem import OPS
+from strategies import conv_cases
+
+EVERY_PATH = Path(__file__).resolve().parent / "einsum_every_path.py"
+ALGORITHMS = {"pointwise", "direct", "exact windows", "exact windows, channels-last",
+              "gathering input gradient", "flat input gradient"}
 
 
-def test_the_float32_channels_last_path_passes_the_suite(run_pytest, tmp_path):
-    # the oracle checks of the path's forward, input and weight gradients (the
-    # properties run on it in the thorough profile, see benchmarks/results-after.txt)
-    done = run_pytest("--impl", CHANNELS_LAST, "-n", "2", "-k",
+def test_the_main_jobs_strategies_reach_every_engine_path():
+    reached: set[str] = set()
+    for op in OPS:
+        backward = getattr(einsum, f"{op}_backward")
+        forward = getattr(einsum, op)
+
+        @settings(max_examples=100, derandomize=True, database=None, deadline=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(conv_cases(op))
+        def run(case):
+            kw = case.problem.kwargs()
+            forward(case.x, case.weight, case.bias, **kw)
+            backward(case.grad_output, case.x, case.weight, case.bias, **kw)
+            reached.update(label.removeprefix("einsum path: ")
+                           for label in einsum.harness_events())
+        run()
+    assert ALGORITHMS <= reached, sorted(reached)
+
+
+def test_the_thresholded_paths_pass_the_oracle_checks(run_pytest, tmp_path):
+    done = run_pytest("--impl", EVERY_PATH, "-n", "2", "-k",
                       "(test_forward or test_grad_input or test_grad_weight) and "
                       "(conv2d] or conv_transpose2d] or conv3d])")
     assert done.returncode == 0, done.stdout[-4000:]
-    assert "einsum_channels_last" in done.stdout and " passed" in done.stdout
+    features = re.search(r"features covered: (.*)", done.stdout).group(1)
+    for label in ("several chunks", "channels-last"):
+        assert f"einsum path: " in features and label in features, features
