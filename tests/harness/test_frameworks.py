@@ -11,12 +11,13 @@ framework has changed: if the bug is fixed upstream, regenerate the README's
 section (``python tools/found_in_the_wild.py``) and retire the test.
 
 Where the cases come from (the README section has the runs and reports):
-JAX's abort and TensorFlow's oneDNN forward are the smallest cases found by
+JAX's abort and TensorFlow's oneDNN conv2d forward are the smallest cases found by
 hand in issue 15 (the current strategies did not draw either in the runs of
 tools/found_in_the_wild.py and before it: 6,320 JAX conv2d examples of the
 checks other than forward, under ``--isolate``;
 3,000 TensorFlow conv2d forward examples); TensorFlow's heap corruption was
 found by the suite, crashed a worker unshrunk, and was cut down by hand;
+TensorFlow's conv3d forward is the suite's shrunk case;
 tinygrad's history dependence is issue 15's case (the suite found others of
 the same kind and shrank them).
 """
@@ -105,6 +106,31 @@ def test_tensorflow_onednn_float32_forward_is_wrong():
     right = _run(TF_FORWARD, env={"TF_ENABLE_ONEDNN_OPTS": "0"})
     assert right.returncode == 0, right.stderr[-2000:]
     assert eval(right.stdout.strip().splitlines()[-1]) == [2.0] * 4
+
+
+TF_CONV3D = """
+import tensorflow_conv as impl
+dt = np.{dtype}
+x = np.ones((1, 1, 1, 1, 1), dt); w = np.ones((1, 1, 1, 1, 2), dt)
+y = impl.conv3d(x, w, None, stride=(1, 1, 2), padding=(0, 1, 1))
+print(y.ravel().tolist())
+"""
+
+
+@_needs("tensorflow", "tensorflow")
+def test_tensorflow_onednn_float32_conv3d_drops_a_result():
+    """Found and shrunk by the suite (check adjoint): oneDNN's float32 Conv3D, input
+    1x1x1 padded 0x1x1, kernel 1x1x2, stride 2 on the last axis, returns [0, 0, 0]
+    (once [0, -8e-13, 0]) where the answer is [0, 1, 0]."""
+    wrong = _run(TF_CONV3D.format(dtype="float32"))
+    assert wrong.returncode == 0, wrong.stderr[-2000:]
+    values = eval(wrong.stdout.strip().splitlines()[-1])
+    assert len(values) == 3 and abs(values[1] - 1.0) > 0.5, values
+    # Controls: float64, and float32 with oneDNN off, get it right.
+    for dtype, env in (("float64", {}), ("float32", {"TF_ENABLE_ONEDNN_OPTS": "0"})):
+        right = _run(TF_CONV3D.format(dtype=dtype), env=env)
+        assert right.returncode == 0, right.stderr[-2000:]
+        assert eval(right.stdout.strip().splitlines()[-1]) == [0.0, 1.0, 0.0], (dtype, env)
 
 
 TF_WEIGHT_GRADIENT = """
