@@ -19,7 +19,7 @@ checks other than forward, under ``--isolate``;
 found by the suite, crashed a worker unshrunk, and was cut down by hand;
 TensorFlow's conv3d forward is the suite's shrunk case;
 tinygrad's history dependence is issue 15's case (the suite found others of
-the same kind and shrank them).
+the same kind and shrank them); tinygrad's "bad reshape" is the suite's shrunk case.
 """
 
 from __future__ import annotations
@@ -189,3 +189,28 @@ def test_tinygrad_backward_depends_on_earlier_calls():
     # result is within a few 1e-7; 1e-4 is far above that and far below the bug's ~2.5.
     assert first < 1e-4, f"first call off by {first}"
     assert max(later) > 0.1, f"later calls off by at most {max(later)}: fixed upstream?"
+
+
+TINYGRAD_RESHAPE = """
+import tinygrad_conv as impl
+x = np.ones((1, 1, 1, 1)); w = np.ones((1, 1, 1, 2))
+kw = dict(stride=({stride}, 1), padding=(2, 1))
+y = impl.conv2d(x, w, None, **kw)
+try:
+    impl.conv2d_backward(np.ones_like(y), x, w, None, **kw)
+    print("returned")
+except Exception as exc:
+    print("raised", type(exc).__name__, exc)
+"""
+
+
+@_needs("tinygrad", "tinygrad")
+def test_tinygrad_backward_raises_on_a_valid_problem():
+    """Found and shrunk by the suite (check grad_input): conv2d backward, input 1x1,
+    kernel 1x2, stride 3x1, padding 2x1 (valid in torch, output 2x2) raises
+    ValueError "bad reshape: () -> (1, 3)" inside tinygrad's graph rewrite."""
+    ran = _run(TINYGRAD_RESHAPE.format(stride=3), timeout=600)
+    assert "raised ValueError bad reshape" in ran.stdout, (ran.stdout, ran.stderr[-2000:])
+    # Control: stride 2 (the explanation's "passes with stride 2") returns.
+    fine = _run(TINYGRAD_RESHAPE.format(stride=2), timeout=600)
+    assert "returned" in fine.stdout, (fine.stdout, fine.stderr[-2000:])
