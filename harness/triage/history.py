@@ -22,6 +22,7 @@ first.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -60,17 +61,34 @@ def _fails(proc: subprocess.Popen) -> bool | None:
     return False if proc.returncode == 0 else None
 
 
+#: bugs whose script this process has seen fail alone, by what makes them one bug
+#: (several checks find the same one: a script costs a fresh process, about 2 s)
+_VERIFIED: set[str] = set()
+
+
+def _identity(target: Target, bug: Bug) -> str:
+    return json.dumps([target.impl.spec, bug.failure, bug.function, bug.op,
+                       [c.to_json() for c in bug.conditions]], sort_keys=True)
+
+
 def verify_alone(target: Target, bugs: list[Bug]) -> None:
     """Run each bug's saved script in a fresh process: it must reproduce the failure.
 
     A bug whose script passes there becomes a ``history`` bug, with a sequence
-    of calls rebuilt for it where one of the candidates shows it.
+    of calls rebuilt for it where one of the candidates shows it. A bug this
+    process has already verified (found again by another check) is not run again.
     """
     if not oracle.torch_available():  # the scripts need torch
         return
     runs = []
     for bug in bugs:
         script = None if bug.case_file is None else script_path(target.failures_dir / bug.case_file)
+        if _identity(target, bug) in _VERIFIED:
+            bug.alone = True
+            bug.report += ("\nverified: the same bug's script, found by another check, "
+                           "failed alone in a fresh process (exit 1)")
+            runs.append(None)
+            continue
         runs.append(None if bug.failure in _NOT_VERIFIED or script is None
                     or not script.is_file() else _start(script))
     for bug, proc in zip(bugs, runs):
@@ -79,6 +97,7 @@ def verify_alone(target: Target, bugs: list[Bug]) -> None:
         verdict = _fails(proc)
         if verdict:
             bug.alone = True
+            _VERIFIED.add(_identity(target, bug))
             bug.report += "\nverified: its script, run alone in a fresh process, fails (exit 1)"
         elif verdict is False:
             _history(target, bug)
