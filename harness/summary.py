@@ -12,6 +12,7 @@ the end of the run, atomically.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ SUMMARY_FILE = "summary.json"
 PROPERTY = "conv_harness"
 _TALLY = pytest.StashKey[Counter]()
 _SIZES = pytest.StashKey[dict]()
+_TEST_ID = re.compile(r"::test_(\w+)\[(.+)\]$")
 
 
 @dataclass
@@ -41,6 +43,7 @@ class ImplementationRecord:
     tally: Counter = field(default_factory=Counter)
     bugs: list[Bug] = field(default_factory=list)  # as each test found them, not merged
     largest: dict[str, int] = field(default_factory=dict)  # the largest sizes reached
+    crashed: list[str] = field(default_factory=list)  # tests whose process died
 
 
 class Summary:
@@ -81,6 +84,8 @@ class Summary:
 
     # -- on the controller ----------------------------------------------------
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.failed and not any(key == PROPERTY for key, _ in report.user_properties):
+            self._without_tally(report)
         for key, value in report.user_properties:
             if key != PROPERTY:
                 continue
@@ -95,6 +100,19 @@ class Summary:
             for name, size in value.get("sizes", {}).items():
                 record.largest[name] = max(size, record.largest.get(name, 0))
             self.torch_missing |= value.get("torch") is False
+
+    def _without_tally(self, report: pytest.TestReport) -> None:
+        """A conformance test that failed without its worker's tally: the worker died
+        (a crash under xdist, reported by the controller). Its verdict still counts."""
+        match = _TEST_ID.search(report.nodeid)
+        if match is None or match.group(1) not in REGISTRY:
+            return
+        check, target = match.group(1), match.group(2)
+        for impl in self.implementations:
+            for op in OPS:
+                if target == f"{impl.name}-{op}":
+                    self.records[impl.name].outcomes[(check, op)] = "failed"
+                    self.records[impl.name].crashed.append(f"{check} ({op})")
 
     def distinct_bugs(self, impl: Implementation) -> list[Bug]:
         record = self.records.get(impl.name, ImplementationRecord())
@@ -118,7 +136,8 @@ class Summary:
                 "examples": record.tally.get("examples", 0), "bugs": bugs,
                 "examples_per_test": {f"{check} {op}": n for (check, op), n in
                                       sorted(record.examples.items())},
-                "notes": sorted(notes), "largest": dict(record.largest)})
+                "notes": sorted(notes), "largest": dict(record.largest),
+                "crashed": list(record.crashed)})
         return {"implementations": out}
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -154,6 +173,9 @@ class Summary:
         verdict = ("FAILED: " + ", ".join(failed)) if failed else (
             "passed" if record.outcomes else "nothing ran")
         lines = [f"{impl.name} [{impl.spec}]: {verdict}"]
+        if record.crashed:
+            lines.append("  crashed its process (see the failure reports and "
+                         "--isolate): " + ", ".join(record.crashed))
         bugs = self.distinct_bugs(impl)
         if bugs:
             lines.append(f"  distinct bugs: {len(bugs)}")

@@ -196,6 +196,10 @@ def test_crash_kills_xdist_worker_and_is_reported(results):
     assert not list(failures.glob("*-crashed-in-*.json"))  # in-flight records consumed
     assert _outcome(out, "test_forward[conv_impl.einsum-conv2d]") == "PASSED"
     assert done.returncode == 1
+    # the run summary's verdict counts the dead workers' tests
+    for impl in ("segfault", "exits"):
+        assert re.search(rf"^{impl} \[.*\]: FAILED: forward \(conv2d\)$", out, re.M), out[-3000:]
+        assert re.search(rf"crashed its process .*: forward \(conv2d\)", out), out[-3000:]
 
 
 ISOLATED = [
