@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "nd_functions",
     "LayerAdapter",
     "LayerSpec",
     "UnsupportedProblemError",
@@ -522,3 +523,24 @@ class LayerAdapter:
 def adapt_layer(layer_cls: Callable[..., Any], **options: Any) -> LayerAdapter:
     """Shorthand for :class:`LayerAdapter` ``(layer_cls, **options)``."""
     return LayerAdapter(layer_cls, **options)
+
+
+def nd_functions(convnd: Callable[..., Any], convnd_backward: Callable[..., Any]
+                 ) -> dict[str, Callable[..., Any]]:
+    """The contract's ``conv1d`` ... ``conv3d_backward`` from two N-d functions that
+    take the number of spatial axes first: ``convnd(nd, x, weight, bias, stride,
+    padding, dilation, groups)`` and ``convnd_backward(nd, grad_output, x, weight,
+    bias, stride, padding, dilation, groups)``. For a library module:
+    ``globals().update(nd_functions(_convnd, _convnd_backward))``."""
+    out: dict[str, Callable[..., Any]] = {}
+    for nd in (1, 2, 3):
+        def forward(x, weight, bias, *, stride, padding, dilation=None, groups=1, _nd=nd):
+            return convnd(_nd, x, weight, bias, stride, padding, dilation, groups)
+
+        def backward(grad_output, x, weight, bias, *, stride, padding, dilation=None,
+                     groups=1, _nd=nd):
+            return convnd_backward(_nd, grad_output, x, weight, bias, stride, padding,
+                                   dilation, groups)
+        forward.__name__, backward.__name__ = f"conv{nd}d", f"conv{nd}d_backward"
+        out[forward.__name__], out[backward.__name__] = forward, backward
+    return out

@@ -26,6 +26,8 @@ from functools import partial
 import jax
 import numpy as np
 
+from conv_impl.adapters import nd_functions  # noqa: E402
+
 jax.config.update("jax_enable_x64", True)
 
 from jax import lax  # noqa: E402  (after the x64 switch, on purpose)
@@ -110,25 +112,5 @@ def _convnd_backward(nd, grad_output, x, weight, bias, stride, padding, dilation
             None if bias is None else np.array(gb, dtype=dt))
 
 
-def conv1d(x, weight, bias, *, stride, padding, dilation=None, groups=1):
-    return _convnd(1, x, weight, bias, stride, padding, dilation, groups)
-
-
-def conv2d(x, weight, bias, *, stride, padding, dilation=None, groups=1):
-    return _convnd(2, x, weight, bias, stride, padding, dilation, groups)
-
-
-def conv3d(x, weight, bias, *, stride, padding, dilation=None, groups=1):
-    return _convnd(3, x, weight, bias, stride, padding, dilation, groups)
-
-
-def conv1d_backward(grad_output, x, weight, bias, *, stride, padding, dilation=None, groups=1):
-    return _convnd_backward(1, grad_output, x, weight, bias, stride, padding, dilation, groups)
-
-
-def conv2d_backward(grad_output, x, weight, bias, *, stride, padding, dilation=None, groups=1):
-    return _convnd_backward(2, grad_output, x, weight, bias, stride, padding, dilation, groups)
-
-
-def conv3d_backward(grad_output, x, weight, bias, *, stride, padding, dilation=None, groups=1):
-    return _convnd_backward(3, grad_output, x, weight, bias, stride, padding, dilation, groups)
+# conv1d, conv2d, conv3d and their _backward: the contract's six functions
+globals().update(nd_functions(_convnd, _convnd_backward))

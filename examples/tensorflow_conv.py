@@ -39,6 +39,8 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # no start-up banner per process
 
 import numpy as np  # noqa: E402
+
+from conv_impl.adapters import nd_functions  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 _NO_GROUPS_DILATION_FLOAT32 = {"groups": False, "dilation": ("float32",)}
@@ -126,25 +128,5 @@ def _convnd_backward(nd, grad_output, x, weight, bias, stride, padding, dilation
             None if gb is None else np.asarray(gb, dtype=dtype))
 
 
-def conv1d(x, weight, bias, *, stride, padding, dilation=None, groups=1):
-    return _convnd(1, x, weight, bias, stride, padding, dilation, groups)
-
-
-def conv2d(x, weight, bias, *, stride, padding, dilation=None, groups=1):
-    return _convnd(2, x, weight, bias, stride, padding, dilation, groups)
-
-
-def conv3d(x, weight, bias, *, stride, padding, dilation=None, groups=1):
-    return _convnd(3, x, weight, bias, stride, padding, dilation, groups)
-
-
-def conv1d_backward(grad_output, x, weight, bias, *, stride, padding, dilation=None, groups=1):
-    return _convnd_backward(1, grad_output, x, weight, bias, stride, padding, dilation, groups)
-
-
-def conv2d_backward(grad_output, x, weight, bias, *, stride, padding, dilation=None, groups=1):
-    return _convnd_backward(2, grad_output, x, weight, bias, stride, padding, dilation, groups)
-
-
-def conv3d_backward(grad_output, x, weight, bias, *, stride, padding, dilation=None, groups=1):
-    return _convnd_backward(3, grad_output, x, weight, bias, stride, padding, dilation, groups)
+# conv1d, conv2d, conv3d and their _backward: the contract's six functions
+globals().update(nd_functions(_convnd, _convnd_backward))

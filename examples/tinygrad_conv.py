@@ -24,6 +24,8 @@ Notes on what is being tested:
 from __future__ import annotations
 
 import numpy as np
+
+from conv_impl.adapters import nd_functions  # noqa: E402
 from tinygrad import Tensor
 
 CAPABILITIES = {
@@ -82,25 +84,5 @@ def _convnd_backward(nd, grad_output, x, weight, bias, stride, padding, dilation
     return out[0], out[1], (out[2] if bias is not None else None)
 
 
-def conv1d(x, weight, bias, *, stride, padding, dilation=None, groups=1):
-    return _convnd(1, x, weight, bias, stride, padding, dilation, groups)
-
-
-def conv2d(x, weight, bias, *, stride, padding, dilation=None, groups=1):
-    return _convnd(2, x, weight, bias, stride, padding, dilation, groups)
-
-
-def conv3d(x, weight, bias, *, stride, padding, dilation=None, groups=1):
-    return _convnd(3, x, weight, bias, stride, padding, dilation, groups)
-
-
-def conv1d_backward(grad_output, x, weight, bias, *, stride, padding, dilation=None, groups=1):
-    return _convnd_backward(1, grad_output, x, weight, bias, stride, padding, dilation, groups)
-
-
-def conv2d_backward(grad_output, x, weight, bias, *, stride, padding, dilation=None, groups=1):
-    return _convnd_backward(2, grad_output, x, weight, bias, stride, padding, dilation, groups)
-
-
-def conv3d_backward(grad_output, x, weight, bias, *, stride, padding, dilation=None, groups=1):
-    return _convnd_backward(3, grad_output, x, weight, bias, stride, padding, dilation, groups)
+# conv1d, conv2d, conv3d and their _backward: the contract's six functions
+globals().update(nd_functions(_convnd, _convnd_backward))
