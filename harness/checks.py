@@ -101,10 +101,14 @@ class Check:
         names = {"forward": op, "backward": f"{op}_backward"}
         return tuple(names[kind] for kind in self.needs)
 
+    def calls(self, op: str) -> tuple[str, ...]:
+        """The functions the check may call: those it needs, else ``op`` and its backward."""
+        return self.functions(op) or (op, f"{op}_backward")
+
     def applies_to(self, impl: Implementation, op: str) -> bool:
         if self.needs:
             return all(impl.has(name) for name in self.functions(op))
-        return impl.has(op) or impl.has(f"{op}_backward")
+        return any(impl.has(name) for name in self.calls(op))
 
 
 REGISTRY: dict[str, Check] = {}

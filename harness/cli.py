@@ -61,7 +61,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     warns). ``-m`` also puts this folder on sys.path, as in a clone, so that
     ``--impl my_pkg.conv`` finds a package of the user's folder.
     """
-    args = command(sys.argv[1:] if argv is None else argv)
+    return run_in_place(command(sys.argv[1:] if argv is None else argv))
+
+
+def run_in_place(args: list[str]) -> int:
+    """Become the process ``args`` (its exit status is ours); elsewhere than POSIX, run it."""
     sys.stdout.flush()
     if os.name == "posix":
         os.execv(sys.executable, args)

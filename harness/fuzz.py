@@ -37,8 +37,6 @@ plain ``hypothesis fuzz -- --impl X`` in a clone keys its finds the same way.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from typing import Any, Sequence
 
@@ -108,11 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError:
         print(f"harness.fuzz: HypoFuzz is not installed: {HYPOFUZZ_INSTALL}", file=sys.stderr)
         return 4
-    args = command(argv)
-    sys.stdout.flush()
-    if os.name == "posix":
-        os.execv(sys.executable, args)
-    return subprocess.call(args)
+    from harness.cli import run_in_place
+    return run_in_place(command(argv))
 
 
 if __name__ == "__main__":

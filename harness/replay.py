@@ -183,11 +183,10 @@ def skip_reason(impl: Implementation, ran: str, case: Any) -> str | None:
     check = REGISTRY[ran]
     op = case.problem.op
     if not check.applies_to(impl, op):
-        wanted = check.functions(op) or (op, f"{op}_backward")
-        missing = [name for name in wanted if not impl.has(name)]
+        missing = [name for name in check.calls(op) if not impl.has(name)]
         return f"{impl.spec} does not provide {' / '.join(missing)} (check {ran!r})"
-    functions = check.functions(op) or (op, f"{op}_backward")
-    excluded = impl.capabilities.excludes(case, functions=[f for f in functions if impl.has(f)])
+    excluded = impl.capabilities.excludes(case, functions=[f for f in check.calls(op)
+                                                            if impl.has(f)])
     if excluded:
         return f"{impl.spec}'s CAPABILITIES exclude this case: {', '.join(excluded)}"
     if check.oracle and not oracle.torch_available():

@@ -186,8 +186,7 @@ def _report_events(target: Target) -> None:
 
 def check_capabilities(target: Target, check: str) -> Capabilities:
     """What ``check`` may draw for ``target``: what every function it calls supports."""
-    functions = REGISTRY[check].functions(target.op) or (target.op, f"{target.op}_backward")
-    return target.impl.capabilities_for(functions)
+    return target.impl.capabilities_for(REGISTRY[check].calls(target.op))
 
 
 def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = ()) -> None:
@@ -196,9 +195,9 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
     In a follow-up search (harness/triage) problems in a ``known`` bug's
     trigger are excluded (rejected, so Hypothesis draws others), and failures
     that a known bug covers (same kind of failure, trigger matched; for a bug
-    that needs nothing, every problem) do not count. Only the final (shrunk) example writes its case file and
-    script: Hypothesis replays it once more after shrinking, with
-    ``is_final`` set.
+    that needs nothing, every problem) do not count. Only the final (shrunk)
+    example writes its case file and script: Hypothesis replays it once more
+    after shrinking, with ``is_final`` set.
     """
     __tracebackhide__ = True  # the report says it all; this frame is noise
     strategy = case_strategy(check, target.op, check_capabilities(target, check))

@@ -149,7 +149,8 @@ def rebuild(target: Target, bug: Bug) -> tuple[Path, str] | None:
     with tempfile.TemporaryDirectory() as tmp:
         procs = []
         for i, (_, before) in enumerate(candidates):
-            trial = _record(record, case, before)
+            trial = case_record(record["impl"], case, HISTORY, record.get("message", ""),
+                                run_check=record.get("run_check"), before=before)
             script = Path(tmp) / f"candidate{i}.py"
             atomic_write(script, render_script(trial, case, name=script.name), durable=False)
             procs.append((trial, _start(script)))
@@ -159,11 +160,6 @@ def rebuild(target: Target, bug: Bug) -> tuple[Path, str] | None:
                 return save_case(target.failures_dir, trial, target.impl.name,
                                  script=script), label
     return None
-
-
-def _record(record: dict, case: ConvCase, before: list[tuple[str, ConvCase]]) -> dict:
-    return case_record(record["impl"], case, HISTORY, record.get("message", ""),
-                       run_check=record.get("run_check"), before=before)
 
 
 def history_dependent(last, save_failure, saved_lines) -> Bug:

@@ -119,15 +119,15 @@ def describe(found: suite.Found, print_script: bool = False) -> Bug:
         case_file = os.path.relpath(found.case_file, target.failures_dir)
     bug = Bug(check=found.check, failure=failure.check, function=failure.function,
               op=case.problem.op, params=case.problem.params(),
-              layouts={k: v for k, v in case.layouts.items()}, trigger=explanation.one_line(),
+              layouts=dict(case.layouts), trigger=explanation.one_line(),
               conditions=list(explanation.trigger), explanation=list(explanation.rows),
               case_file=case_file)
-    bug.report = _bug_text(found, explanation, print_script)
+    bug.report = _bug_text(found, bug.trigger, explanation, print_script)
     return bug
 
 
-def _bug_text(found: suite.Found, explanation, print_script: bool = False) -> str:
-    lines = [found.text, f"trigger:   {explanation.one_line()}"]
+def _bug_text(found: suite.Found, trigger: str, explanation, print_script: bool = False) -> str:
+    lines = [found.text, f"trigger:   {trigger}"]
     if explanation.rows:
         lines.append("explanation: single changes to this problem, with fresh data "
                      f"(* its own value; {explanation.calls} calls):")

@@ -8,8 +8,24 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck
+
+from harness.calling import CheckFailure
+from harness.checks import run_check
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+#: settings for the harness's own in-process searches: no database, no deadline
+QUIET = dict(database=None, deadline=None,
+             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def fails(check: str, implementation, case) -> bool:
+    """Whether ``check`` itself fails on ``case`` (not another check, e.g. ``raised``)."""
+    try:
+        run_check(check, implementation, case)
+    except CheckFailure as failure:
+        return failure.check == check
+    return False
 
 
 @pytest.fixture

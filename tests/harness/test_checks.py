@@ -7,32 +7,23 @@ from pathlib import Path
 import numpy as np
 
 import pytest
-from hypothesis import HealthCheck, Phase, find, given, settings
+from hypothesis import Phase, find, given, settings
 
 from harness.calling import CheckFailure
 from harness.checks import REGISTRY, run_check
 from harness.loader import load_implementation
 from harness.problem import ConvCase, ConvProblem
 from strategies import conv_cases
+from tests.harness.conftest import QUIET, fails
 
 HERE = Path(__file__).parent
 ORACLE_AND_REPEAT = ("forward", "grad_input", "grad_weight", "grad_bias", "repeatable")
-QUIET = dict(database=None, deadline=None,
-             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 # Finding a failure is the point here, not shrinking it (test_shrinking.py does that).
 FIND_ONLY = settings(max_examples=300, phases=[Phase.generate], **QUIET)
 
 
 def impl(module: str, name: str):
     return load_implementation(f"{HERE / module}:{name}")
-
-
-def fails(check: str, implementation, case) -> bool:
-    try:
-        run_check(check, implementation, case)
-    except CheckFailure as failure:
-        return failure.check == check
-    return False
 
 
 CAUGHT_BY = {

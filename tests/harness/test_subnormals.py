@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, find, given, settings
+from hypothesis import Phase, find, given, settings
 
 from harness import coverage, oracle
 from harness.calling import CheckFailure
@@ -21,24 +21,15 @@ from harness.problem import ConvCase, ConvProblem
 from harness.script import render_script
 from harness.tolerance import FLUSH_NOTE, flushed, note_flushes, smallest_normal, tolerance
 from strategies import conv_cases
+from tests.harness.conftest import QUIET, fails
 from strategies.cases import NOISE_KINDS, noise
 
 HERE = Path(__file__).parent
-QUIET = dict(database=None, deadline=None,
-             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 ORACLE_CHECKS = ("forward", "grad_input", "grad_weight", "grad_bias")
 
 
 def flushing(name: str):
     return load_implementation(f"{HERE / 'flushing.py'}:{name}")
-
-
-def fails(check: str, implementation, case) -> bool:
-    try:
-        run_check(check, implementation, case)
-    except CheckFailure as failure:
-        return failure.check == check
-    return False
 
 
 def one_by_one(dtype: str, x: float, w: float = 1.0) -> ConvCase:
