@@ -24,7 +24,7 @@ benchmarks/throughput-results.txt):
    (``data.draw``: Hypothesis drawing through strategies.conv_cases), the
    torch oracle (``oracle.evaluate``: results and magnitudes), the
    implementation's own calls, the crash record written before each call
-   (as in every pytest process without --isolate; harness/isolate.py), the
+   (as in every pytest process without --isolate; harness/running/isolate.py), the
    harness's work around those calls
    (fresh input copies in their layouts, stdout capture, time limit, result
    validation, input-unchanged check), the tolerance and comparison, and
@@ -122,9 +122,9 @@ def instrument(timers: Timers, impl: Any) -> contextlib.ExitStack:
     """Wrap the functions of the real path with timers; undone on exit."""
     from hypothesis.strategies._internal.core import DataObject
 
-    import harness.calling as calling
-    import harness.checks as checks
-    import harness.oracle as oracle
+    import harness.checks.oracle as oracle
+    import harness.checks.registry as checks
+    import harness.running.calling as calling
 
     stack = contextlib.ExitStack()
     stack.enter_context(patched(DataObject, "draw",
@@ -136,7 +136,7 @@ def instrument(timers: Timers, impl: Any) -> contextlib.ExitStack:
     compare_label = "tolerance + comparison"
     modules = [checks]
     try:
-        import harness.properties as properties
+        import harness.checks.properties as properties
         modules.append(properties)
     except ImportError:  # pragma: no cover
         pass
@@ -168,7 +168,8 @@ def _choices_made(data: Any) -> int:
 def engine_floor(choices: int, examples: int, base: Any) -> tuple[float, float]:
     """(wall s, CPU s) of Hypothesis running a test that only draws ``choices``
     integers, with the suite's settings: what any test with that many choices costs."""
-    from hypothesis import given, settings, strategies as st
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
 
     integers = st.integers(0, 10)
 
@@ -190,7 +191,8 @@ def strategy_floor(target: Any, examples: int, base: Any) -> tuple[float, float,
     """(wall s, CPU s, mean choices) of Hypothesis drawing the suite's own cases
     (the ``forward`` check's strategy) with nothing run: the floor for any
     check, however cheap, on these cases."""
-    from hypothesis import given, settings, strategies as st
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
 
     from harness import suite
 
@@ -211,15 +213,18 @@ def strategy_floor(target: Any, examples: int, base: Any) -> tuple[float, float,
 
 
 def throughput(spec: str, examples: int, op: str, out: Callable[[str], None]) -> None:
-    import conftest  # noqa: F401  (registers and loads the project's profiles)
-    from hypothesis import given, settings, strategies as st
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
 
-    from harness import calling, oracle, suite
-    from harness.calling import DEFAULT_TIMEOUT
-    from harness.isolate import CrashRecorder
-    from harness.checks import REGISTRY
-    from harness.loader import load_implementation
+    import conftest  # noqa: F401  (registers and loads the project's profiles)
+    from harness import suite
+    from harness.checks import oracle
+    from harness.checks.registry import REGISTRY
     from harness.plugin import Target
+    from harness.running import calling
+    from harness.running.calling import DEFAULT_TIMEOUT
+    from harness.running.isolate import CrashRecorder
+    from harness.running.loader import load_implementation
 
     impl = load_implementation(spec)
     oracle.warm_up()  # what the suite's session fixture does once per worker

@@ -32,7 +32,7 @@ from typing import Sequence
 SUITE_DIR = Path(__file__).resolve().parent / "conformance"
 INI = SUITE_DIR / "pytest.ini"
 #: what the pytest11 entry points load, for a run with plugin autoloading disabled
-PLUGINS = ("harness.plugin", "harness.replay", "harness.isolate", "harness.database",
+PLUGINS = ("harness.plugin", "harness.replay", "harness.running.isolate", "harness.database",
            "_hypothesis_pytestplugin", "xdist.plugin", "xdist.looponfail")
 
 

@@ -13,14 +13,20 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
 import pytest
 
-from harness import oracle
-from harness.calling import DEFAULT_TIMEOUT
-from harness.checks import REGISTRY
-from harness.failures import DEFAULT_FAILURES_DIR
-from harness.loader import DEFAULT_SPEC, Implementation, SpecError, load_implementation
+from harness.checks import oracle
+from harness.checks.registry import REGISTRY
 from harness.problem import OPS
+from harness.reporting.failures import DEFAULT_FAILURES_DIR
+from harness.running.calling import DEFAULT_TIMEOUT
+from harness.running.loader import (
+    DEFAULT_SPEC,
+    Implementation,
+    SpecError,
+    load_implementation,
+)
 
 IMPLEMENTATIONS = pytest.StashKey[list[Implementation]]()
 PATH_OPTIONS = ("--impl", "--conv-failures", "--replay")
@@ -152,7 +158,9 @@ def pytest_configure(config: pytest.Config) -> None:
         if names.count(impl.name) > 1:
             impl.name = impl.spec
     config.stash[IMPLEMENTATIONS] = impls
-    from harness.summary import Summary  # imports the checks, hence numpy and the registry
+    from harness.reporting.summary import (
+        Summary,  # imports the checks, hence numpy and the registry
+    )
     from harness.triage.search import BugSearch
     max_bugs = config.getoption("--conv-max-bugs")
     if max_bugs < 1:

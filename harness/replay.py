@@ -31,9 +31,15 @@ from typing import Any, Iterator
 
 import pytest
 
-from harness.calling import CheckFailure
-from harness.failures import CaseFileError, load_case, script_path
-from harness.loader import Implementation, SpecError, load_implementation, split_spec
+from harness.reporting.failures import CaseFileError, load_case, script_path
+from harness.running.calling import CheckFailure
+from harness.running.loader import (
+    Implementation,
+    SpecError,
+    load_implementation,
+    split_spec,
+)
+
 
 def _regressions_dir() -> Path:
     """The committed corpus: tests/regressions/ of a clone, else the copy the wheel carries.
@@ -51,7 +57,7 @@ def _regressions_dir() -> Path:
 
 REGRESSIONS_DIR = _regressions_dir()
 REGRESSION_MARKER = "conv_regression"
-#: JSON files of a failures folder that are not case files (harness/summary.py's)
+#: JSON files of a failures folder that are not case files (harness/reporting/summary.py's)
 NOT_CASE_FILES = frozenset({"summary.json"})
 
 
@@ -136,7 +142,7 @@ def recorded_implementation(record: dict[str, Any], path: Path) -> Implementatio
 
 def load_replay(path: Path, impls: list[Implementation] | None) -> ReplayCase:
     """Read one case file and the implementations to run it on; `CaseFileError` if bad."""
-    from harness.checks import REGISTRY
+    from harness.checks.registry import REGISTRY
 
     record, case = load_case(path)
     ran = record.get("run_check") or record["check"]
@@ -167,7 +173,7 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"--replay: {exc}") from None
     config.stash[REPLAY_CASES] = cases
     if config.getoption("--isolate", default=False):  # the recorded ones too, not just --impl's
-        from harness.isolate import isolate_implementations
+        from harness.running.isolate import isolate_implementations
         isolate_implementations(config, [impl for case in cases.values() for impl in case.impls])
     # Collect these files, and only these: the test paths become the case files.
     config.args = [str(p) for p in files]
@@ -177,8 +183,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def skip_reason(impl: Implementation, ran: str, case: Any) -> str | None:
     """Why ``impl`` cannot run check ``ran`` on ``case`` (None: it can)."""
-    from harness import oracle
-    from harness.checks import REGISTRY
+    from harness.checks import oracle
+    from harness.checks.registry import REGISTRY
 
     check = REGISTRY[ran]
     op = case.problem.op
@@ -197,7 +203,7 @@ def skip_reason(impl: Implementation, ran: str, case: Any) -> str | None:
 def replay_case(impl: Implementation, replay: ReplayCase, timeout: float | None) -> None:
     """Run the case's check on ``impl``: skip, return quietly, or raise `ReplayFailure`."""
     __tracebackhide__ = True
-    from harness.checks import run_check
+    from harness.checks.registry import run_check
     from harness.suite import failure_text, shown_path
 
     reason = skip_reason(impl, replay.ran, replay.case)
@@ -216,15 +222,15 @@ def replay_case(impl: Implementation, replay: ReplayCase, timeout: float | None)
         if script.is_file():
             lines.append(f"script:   python {shown_path(script)}")
         else:
-            lines.append(f"script:   python -m harness.script {shown_path(replay.path)} "
+            lines.append(f"script:   python -m harness.reporting.script {shown_path(replay.path)} "
                          "-o repro.py && python repro.py")
         raise ReplayFailure("\n".join(lines)) from None
 
 
 def _call_before(impl: Implementation, replay: ReplayCase, timeout: float | None) -> None:
     """The calls a history-dependent case makes first (its ``before``), results unchecked."""
-    from harness.calling import call_backward, call_forward
-    from harness.failures import earlier_calls
+    from harness.reporting.failures import earlier_calls
+    from harness.running.calling import call_backward, call_forward
 
     for function, earlier in earlier_calls(replay.record, replay.case):
         if not impl.has(function):
@@ -307,7 +313,7 @@ def run_regression(impl: Implementation, path: Path, timeout: float | None) -> N
         record, case = load_case(path)
     except CaseFileError as exc:
         pytest.fail(f"broken regression case: {exc}", pytrace=False)
-    from harness.checks import REGISTRY
+    from harness.checks.registry import REGISTRY
 
     ran = record.get("run_check") or record["check"]
     if ran not in REGISTRY:

@@ -17,20 +17,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from hypothesis import event, reject, strategies as st
+from hypothesis import event, reject
+from hypothesis import strategies as st
 from hypothesis.control import current_build_context
 
-from harness import coverage, oracle
-from harness.calling import CheckFailure
-from harness.capabilities import Capabilities
-from harness.checks import REGISTRY, examine
-from harness.failures import case_path, case_record, save_case, script_path
+from harness.checks import oracle
+from harness.checks.registry import REGISTRY, examine
 from harness.plugin import Target
 from harness.problem import ConvCase
-from harness.script import render_script
+from harness.reporting import coverage
+from harness.reporting.failures import case_path, case_record, save_case, script_path
+from harness.reporting.script import render_script
+from harness.running.calling import CheckFailure
+from harness.running.capabilities import Capabilities
 from harness.triage.catalog import Bug
 from strategies import conv_cases
-
 
 VALUE_CHECKS: tuple[str, ...] = ("forward", "grad_input", "grad_weight", "grad_bias")
 

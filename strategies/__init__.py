@@ -7,10 +7,17 @@ values and memory layouts (a `ConvCase`). Both take the implementation's
 `Capabilities` to narrow what is drawn.
 """
 
-from harness.capabilities import Capabilities
 from harness.problem import ConvCase, ConvProblem
-from strategies.cases import (array_values, cases_for, conv_cases, draw_array, features,
-                              layouts, values)
+from harness.running.capabilities import Capabilities
+from strategies.cases import (
+                              array_values,
+                              cases_for,
+                              conv_cases,
+                              draw_array,
+                              features,
+                              layouts,
+                              values,
+)
 from strategies.problems import DEFAULT_BOUNDS, Bounds, conv_problems
 
 __all__ = [

@@ -11,12 +11,13 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from hypothesis import event, strategies as st
+from hypothesis import event
+from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
-from harness import coverage
-from harness.capabilities import Capabilities
 from harness.problem import ARRAY_NAMES, LAYOUTS, ConvCase, ConvProblem
+from harness.reporting import coverage
+from harness.running.capabilities import Capabilities
 from strategies.problems import DEFAULT_BOUNDS, Bounds, conv_problems
 
 MAX_ABS_VALUE = 4.0
@@ -63,7 +64,7 @@ def noise(kind: str, dtype: str | np.dtype, shape: tuple[int, ...], seed: int) -
     smallest normal number with e in [0, `TINY_OCTAVES`] drawn from the seed.
 
     Why "tiny": an implementation may flush subnormals to zero (contract
-    section 2), so the tolerance allows that (harness/tolerance.py), but it
+    section 2), so the tolerance allows that (harness/checks/tolerance.py), but it
     must not flush normal numbers. Without values near the bottom of the
     dtype's range no result ever comes near it, and a float32 convolution
     that zeroes everything below 1e-30 would pass. At the smallest scales

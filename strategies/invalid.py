@@ -26,8 +26,8 @@ import dataclasses
 import numpy as np
 from hypothesis import strategies as st
 
-from harness.capabilities import Capabilities
 from harness.problem import OPS, ConvCase, ConvProblem
+from harness.running.capabilities import Capabilities
 from strategies.cases import draw_array, layouts
 from strategies.problems import conv_problems
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from harness.capabilities import Capabilities
 from harness.problem import OPS, ConvProblem, conv_output_length
+from harness.running.capabilities import Capabilities
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ hand-written: what is committed is what the harness found and shrank.
 
 from __future__ import annotations
 
-import os
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -20,7 +20,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from harness.failures import dump_record  # noqa: E402
+from harness.reporting.failures import dump_record  # noqa: E402
+
 CORPUS = ROOT / "tests" / "regressions"
 SPECS = ("conv_impl.tutorial", "tools/tutorial_variants.py:stride_bug_square")
 

@@ -5,7 +5,7 @@ In a clone the root conftest.py does the same (it imports from here).
 
 import pytest
 
-from harness import oracle
+from harness.checks import oracle
 from harness.profiles import register_and_load
 
 register_and_load()

@@ -1,4 +1,4 @@
-"""The oracle-free properties (harness/properties.py), for every implementation and operation.
+"""The oracle-free properties (harness/checks/properties.py), for every implementation and operation.
 
 They need no torch: when PyTorch is not installed these still run. ``invalid``
 compares raising with torch's and is opt-in (``--conv-invalid``), since many
@@ -6,7 +6,8 @@ implementations do not validate their arguments.
 """
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness import suite
 

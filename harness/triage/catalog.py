@@ -19,10 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.calling import CheckFailure
 from harness.problem import ConvProblem
+from harness.running.calling import CheckFailure
 from harness.triage.explain import Condition, Row, matches
-
 
 #: the features a shared trigger condition merges on: what the code branches on,
 #: not sizes that many bugs need incidentally (outputs >= 2, batch >= 2)

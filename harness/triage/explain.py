@@ -27,11 +27,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from harness.calling import CheckFailure
-from harness.capabilities import Capabilities
-from harness.diagnosis import diagnose
-from harness.loader import Implementation
+from harness.checks.diagnosis import diagnose
 from harness.problem import ConvCase, ConvProblem
+from harness.running.calling import CheckFailure
+from harness.running.capabilities import Capabilities
+from harness.running.loader import Implementation
 from harness.triage import features as ft
 
 #: the most calls of the implementation one explanation makes, and the most
@@ -191,7 +191,7 @@ def failure_probe(impl: Implementation, failure: CheckFailure, timeout: float | 
         def probe(case: ConvCase) -> bool:
             return any(f.check == kind for f in diagnose(impl, function, case, timeout))
         return probe
-    from harness.checks import REGISTRY, examine
+    from harness.checks.registry import REGISTRY, examine
     if kind not in REGISTRY:  # nothing to run it again with
         return lambda case: False
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from harness.capabilities import Capabilities
 from harness.problem import ARRAY_NAMES, LAYOUTS, ConvProblem, conv_output_length
+from harness.running.capabilities import Capabilities
 
 #: per spatial axis; "outputs" is the number of output positions of a plain
 #: convolution and of input positions of a transposed one

@@ -29,12 +29,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness import oracle
-from harness.calling import CheckFailure
-from harness.failures import atomic_write, case_record, load_case, save_case, script_path
+from harness.checks import oracle
 from harness.plugin import Target
 from harness.problem import ConvCase
-from harness.script import render_script
+from harness.reporting.failures import (
+    atomic_write,
+    case_record,
+    load_case,
+    save_case,
+    script_path,
+)
+from harness.reporting.script import render_script
+from harness.running.calling import CheckFailure
 from harness.triage.catalog import Bug
 
 HISTORY = "history"  # the failure of a bug whose results depend on earlier calls

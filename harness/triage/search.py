@@ -29,13 +29,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from hypothesis.errors import FlakyFailure
 
 from harness import suite
-from harness.failures import script_path
-from harness.loader import _is_path, split_spec
 from harness.plugin import Target
+from harness.reporting.failures import script_path
+from harness.running.loader import _is_path, split_spec
 from harness.triage.catalog import Bug
 from harness.triage.explain import explain, failure_probe
 from harness.triage.history import history_dependent, verify_alone

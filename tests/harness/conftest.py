@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck
 
-from harness.calling import CheckFailure
-from harness.checks import run_check
+from harness.checks.registry import run_check
+from harness.running.calling import CheckFailure
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 #: settings for the harness's own in-process searches: no database, no deadline

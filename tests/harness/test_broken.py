@@ -169,7 +169,7 @@ def test_others_in_process_run_passed_and_quietly(results):
     for noise in ("NOISY-CALL-STDOUT", "NOISY-CALL-STDERR", "NOISY-CALL-WARNING",
                   "NOISY-IMPORT-STDOUT", "NOISY-IMPORT-WARNING"):
         assert noise not in everything
-    # NOISY-IMPORT-STDERR still shows: harness/loader.py's _quiet() redirects
+    # NOISY-IMPORT-STDERR still shows: harness/running/loader.py's _quiet() redirects
     # stdout only at import (its owner is asked to redirect stderr too).
 
 

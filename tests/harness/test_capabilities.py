@@ -12,11 +12,12 @@ import textwrap
 from types import SimpleNamespace
 
 import pytest
-from hypothesis import HealthCheck, Phase, find, given, settings, strategies as st
+from hypothesis import HealthCheck, Phase, find, given, settings
+from hypothesis import strategies as st
 
-from harness.capabilities import Capabilities, CapabilitiesError
-from harness.loader import SpecError, load_implementation
 from harness.problem import OPS
+from harness.running.capabilities import Capabilities, CapabilitiesError
+from harness.running.loader import SpecError, load_implementation
 from strategies import conv_cases, conv_problems
 from strategies.invalid import invalid_cases
 
@@ -225,8 +226,9 @@ def test_no_common_dtype_is_a_clear_error():
 # -- what they say ------------------------------------------------------------------
 
 def _case(**changes):
-    from harness.problem import ConvCase, ConvProblem
     import numpy as np
+
+    from harness.problem import ConvCase, ConvProblem
     params = dict(op="conv2d", batch=1, in_channels=2, out_channels=2, input_size=(3, 3),
                   kernel_size=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(2, 2),
                   groups=2, bias=True, dtype="float64")

@@ -5,14 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
 import pytest
 from hypothesis import Phase, find, given, settings
 
-from harness.calling import CheckFailure
-from harness.checks import REGISTRY, run_check
-from harness.loader import load_implementation
+from harness.checks.registry import REGISTRY, run_check
 from harness.problem import ConvCase, ConvProblem
+from harness.running.calling import CheckFailure
+from harness.running.loader import load_implementation
 from strategies import conv_cases
 from tests.harness.conftest import QUIET, fails
 

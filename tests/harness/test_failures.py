@@ -21,14 +21,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.calling import CheckFailure
-from harness.checks import run_check
-from harness.failures import (
-    SCHEMA_VERSION, CaseFileError, case_path, case_record, dump_record, load_case, save_case,
-    script_path, unpacked_inputs)
-from harness.loader import load_implementation
+from harness.checks.registry import run_check
 from harness.plugin import Target
 from harness.problem import ConvCase, ConvProblem
+from harness.reporting.failures import (
+    SCHEMA_VERSION,
+    CaseFileError,
+    case_path,
+    case_record,
+    dump_record,
+    load_case,
+    save_case,
+    script_path,
+    unpacked_inputs,
+)
+from harness.running.calling import CheckFailure
+from harness.running.loader import load_implementation
 from harness.suite import failure_text, save_failure, saved_lines
 
 PROBLEM = dict(op="conv2d", batch=1, in_channels=2, out_channels=2, input_size=(3, 2),

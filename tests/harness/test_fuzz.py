@@ -57,7 +57,7 @@ def _key_dir(python: str, cwd: Path) -> str:
 import hashlib, sys
 from pathlib import Path
 from hypothesis.internal.reflection import function_digest
-from harness.loader import load_implementation
+from harness.running.loader import load_implementation
 from harness.plugin import Target
 from harness.triage.search import database_key
 import harness.conformance.test_conformance as tests

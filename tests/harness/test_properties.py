@@ -12,13 +12,17 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 from conv_impl import tutorial
-from harness import oracle
-from harness.calling import CheckFailure
-from harness.capabilities import Capabilities
-from harness.checks import REGISTRY, run_check
-from harness.loader import CONTRACT_FUNCTIONS, Implementation, load_implementation
+from harness.checks import oracle
+from harness.checks.properties import closed_forms, magnitudes
+from harness.checks.registry import REGISTRY, run_check
 from harness.problem import OPS
-from harness.properties import closed_forms, magnitudes
+from harness.running.calling import CheckFailure
+from harness.running.capabilities import Capabilities
+from harness.running.loader import (
+    CONTRACT_FUNCTIONS,
+    Implementation,
+    load_implementation,
+)
 from strategies import conv_cases
 
 PROPERTIES = ("adjoint", "linearity", "finite_difference", "pointwise", "delta_kernel")

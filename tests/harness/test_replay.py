@@ -14,11 +14,11 @@ import json
 import pytest
 
 from harness import replay
-from harness.calling import CheckFailure
-from harness.capabilities import Capabilities
-from harness.checks import run_check
-from harness.failures import CaseFileError, dump_record, load_case
-from harness.loader import load_implementation
+from harness.checks.registry import run_check
+from harness.reporting.failures import CaseFileError, dump_record, load_case
+from harness.running.calling import CheckFailure
+from harness.running.capabilities import Capabilities
+from harness.running.loader import load_implementation
 
 CORPUS = replay.corpus_files()
 CORRECT = ("conv_impl.einsum", "conv_impl.direct", "conv_impl.im2col")

@@ -1,4 +1,4 @@
-"""The standalone reproduction script (harness/script.py).
+"""The standalone reproduction script (harness/reporting/script.py).
 
 Scripts for many generated cases are loaded in process and compared with the
 harness: the same values bit for bit, the same memory layouts, the same
@@ -19,17 +19,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from harness import oracle
-from harness.calling import CheckFailure
-from harness.checks import run_check
-from harness.failures import case_record, load_case
-from harness.loader import load_implementation
+from harness.checks import oracle
+from harness.checks.registry import run_check
+from harness.checks.tolerance import tolerance
 from harness.problem import OPS, make_layout
 from harness.replay import corpus_files
-from harness.script import render_script
-from harness.tolerance import tolerance
+from harness.reporting.failures import case_record, load_case
+from harness.reporting.script import render_script
+from harness.running.calling import CheckFailure
+from harness.running.loader import load_implementation
 from strategies import conv_cases
 
 ALLOWED_IMPORTS = {"importlib", "importlib.util", "inspect", "math", "os", "sys", "numpy",

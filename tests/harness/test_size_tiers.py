@@ -17,13 +17,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, find, given, settings, strategies as st
+from hypothesis import HealthCheck, Phase, find, given, settings
+from hypothesis import strategies as st
 
-from harness.calling import CheckFailure
-from harness.capabilities import Capabilities
-from harness.checks import run_check
-from harness.loader import load_implementation
+from harness.checks.registry import run_check
 from harness.problem import OPS, ConvCase, ConvProblem
+from harness.running.calling import CheckFailure
+from harness.running.capabilities import Capabilities
+from harness.running.loader import load_implementation
 from strategies import DEFAULT_BOUNDS, conv_problems
 from strategies.cases import noise
 from strategies.problems import FLOAT16_MAX_TERMS, LARGE_TIERS

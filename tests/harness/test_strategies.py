@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, Phase, find, given, settings, strategies as st
+from hypothesis import HealthCheck, Phase, find, given, settings
+from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from harness.capabilities import Capabilities
 from harness.problem import OPS
+from harness.running.capabilities import Capabilities
 from strategies import conv_cases, conv_problems, features
 
 FAST = settings(max_examples=30, deadline=None, database=None,

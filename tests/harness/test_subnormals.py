@@ -12,17 +12,24 @@ import numpy as np
 import pytest
 from hypothesis import Phase, find, given, settings
 
-from harness import coverage, oracle
-from harness.calling import CheckFailure
-from harness.checks import run_check
-from harness.failures import case_record
-from harness.loader import load_implementation
+from harness.checks import oracle
+from harness.checks.registry import run_check
+from harness.checks.tolerance import (
+    FLUSH_NOTE,
+    flushed,
+    note_flushes,
+    smallest_normal,
+    tolerance,
+)
 from harness.problem import ConvCase, ConvProblem
-from harness.script import render_script
-from harness.tolerance import FLUSH_NOTE, flushed, note_flushes, smallest_normal, tolerance
+from harness.reporting import coverage
+from harness.reporting.failures import case_record
+from harness.reporting.script import render_script
+from harness.running.calling import CheckFailure
+from harness.running.loader import load_implementation
 from strategies import conv_cases
-from tests.harness.conftest import QUIET, fails
 from strategies.cases import NOISE_KINDS, noise
+from tests.harness.conftest import QUIET, fails
 
 HERE = Path(__file__).parent
 ORACLE_CHECKS = ("forward", "grad_input", "grad_weight", "grad_bias")
@@ -98,7 +105,7 @@ def test_the_bound_is_unchanged_away_from_the_bottom_of_the_range():
 
 
 def test_the_scripts_bound_is_the_harness_bound():
-    """harness/script.py restates the bound; both give the same number, also with
+    """harness/reporting/script.py restates the bound; both give the same number, also with
     subnormal operands."""
     lam = smallest_normal("float32")
     rng = np.random.default_rng(1)

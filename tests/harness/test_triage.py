@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.checks import examine
-from harness.loader import load_implementation
+from harness.checks.registry import examine
 from harness.problem import ConvCase, ConvProblem
+from harness.running.loader import load_implementation
 from harness.triage.catalog import Bug, merge
 from harness.triage.explain import explain, failure_probe, matches
 

@@ -13,13 +13,13 @@ from typing import Callable
 import numpy as np
 from hypothesis.strategies import SearchStrategy
 
-from harness import oracle
-from harness.capabilities import Capabilities
-from harness.calling import CheckFailure, call_backward, call_forward, observing
-from harness.compare import compare
-from harness.loader import Implementation
+from harness.checks import oracle
+from harness.checks.compare import compare
+from harness.checks.tolerance import tolerance
 from harness.problem import ConvCase
-from harness.tolerance import tolerance
+from harness.running.calling import CheckFailure, call_backward, call_forward, observing
+from harness.running.capabilities import Capabilities
+from harness.running.loader import Implementation
 
 GRADIENTS: tuple[str, ...] = ("grad_input", "grad_weight", "grad_bias")
 
@@ -93,7 +93,7 @@ class Check:
     #: so that pytest-xdist's workers do not end on one long test
     cost: float = 1.0
     #: when the check itself fails (not a call inside it), find the wrong
-    #: result among the calls it made (harness/diagnosis.py): a property that
+    #: result among the calls it made (harness/checks/diagnosis.py): a property that
     #: combines several calls cannot say which one was wrong
     attribute: bool = False
 
@@ -136,7 +136,7 @@ def examine(name: str, impl: Implementation, case: ConvCase,
     """Every failure the registered check ``name`` sees on ``case``, most telling first.
 
     The check's own failure comes first, or, for a property check, the wrong
-    results it traces back to (`harness.diagnosis.attribute`), each on the
+    results it traces back to (`harness.checks.diagnosis.attribute`), each on the
     problem of the call that returned it; then the deferred ones (a wrong
     dtype, an input changed in place), which never hide a value comparison.
     Each failure names the call that failed (``function``, ``case``).
@@ -152,7 +152,7 @@ def examine(name: str, impl: Implementation, case: ConvCase,
         except CheckFailure as failure:
             failures = [failure]
             if check.attribute and failure.check == name:
-                from harness.diagnosis import attribute
+                from harness.checks.diagnosis import attribute
                 failures = attribute(seen.calls) or failures
     failures += [f for f in seen.deferred
                  if not any(f.check == g.check and f.function == g.function for g in failures)]
@@ -171,4 +171,4 @@ def run_check(name: str, impl: Implementation, case: ConvCase,
 
 
 # The oracle-free properties register themselves in this registry.
-from harness import properties  # noqa: E402,F401
+from harness.checks import properties  # noqa: E402,F401

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.tolerance import Tolerance, note_flushes
+from harness.checks.tolerance import Tolerance, note_flushes
 
 SMALL_ARRAY = 64  # results up to this many elements are printed whole
 

@@ -19,9 +19,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterable
 
-from harness.calling import silenced
-from harness.capabilities import Capabilities, CapabilitiesError
 from harness.problem import OPS
+from harness.running.calling import silenced
+from harness.running.capabilities import Capabilities, CapabilitiesError
 
 CONTRACT_FUNCTIONS: tuple[str, ...] = tuple(
     name for op in OPS.values() for name in (op.name, op.backward_name))

@@ -6,7 +6,7 @@ content goes to a temporary file in the same folder, then `os.replace` moves
 it into place, so a reader never sees half a file. The file name carries a
 hash of the content, so two different failures never share a name (no
 clobbering) and two workers that found the same case write the same bytes
-to the same name. The standalone reproduction script (harness/script.py) is
+to the same name. The standalone reproduction script (harness/reporting/script.py) is
 saved beside the JSON, same stem, ``.py``; it is written first, so a JSON
 file that exists always has its script.
 """
@@ -46,7 +46,7 @@ def _versions() -> dict[str, str]:
 
 def _impl_file(impl_spec: str) -> str | None:
     """The absolute path of a file spec (so a replay from elsewhere finds it)."""
-    from harness.loader import _is_path, split_spec
+    from harness.running.loader import _is_path, split_spec
 
     module, _ = split_spec(impl_spec)
     if not _is_path(module):
@@ -83,7 +83,7 @@ def case_record(impl_spec: str, case: ConvCase, check: str, message: str,
 
     ``packed``: the arrays as ``packed_inputs`` (raw bytes in base64, with
     dtype and shape) instead of ``inputs``, for a record written before every
-    call of an implementation (harness/isolate.py): as nested lists in JSON
+    call of an implementation (harness/running/isolate.py): as nested lists in JSON
     they cost about a millisecond per call; `unpacked_inputs` turns them
     into ``inputs`` when the record becomes a case file.
     """

@@ -56,9 +56,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness import coverage
-from harness.oracle import Reference
+from harness.checks.oracle import Reference
 from harness.problem import ConvCase
+from harness.reporting import coverage
 
 FLOAT64_UNIT_ROUNDOFF = float(np.finfo(np.float64).eps) / 2
 

@@ -50,8 +50,8 @@ from typing import Any, Callable
 
 import pytest
 
-from harness import calling
-from harness.calling import CheckFailure
+from harness.running import calling
+from harness.running.calling import CheckFailure
 
 INFLIGHT_KEY = "conv_harness_fatal_dir"  # xdist workerinput: where workers log fatal errors
 
@@ -146,7 +146,7 @@ def _zygote_main(fd: int) -> None:
 
 def _load_into(loaded: dict[str, Any], spec: str) -> None:
     """Load ``spec`` into ``loaded``: its `Implementation`, or why it cannot be loaded."""
-    from harness.loader import SpecError, load_implementation
+    from harness.running.loader import SpecError, load_implementation
 
     try:
         loaded[spec] = load_implementation(spec)
@@ -252,7 +252,7 @@ class Isolation:
     # life cycle
     def _start_zygote(self) -> None:
         ours, theirs = socket.socketpair()
-        code = f"import harness.isolate as i; i._zygote_main({theirs.fileno()})"
+        code = f"import harness.running.isolate as i; i._zygote_main({theirs.fileno()})"
         self.zygote = subprocess.Popen(
             [sys.executable, "-c", code], pass_fds=(theirs.fileno(),),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log,
@@ -449,7 +449,7 @@ class CrashRecorder:
     def __call__(self, case: Any, function: str) -> Callable[[], None] | None:
         if self.current is None:
             return None
-        from harness.failures import _safe, atomic_write, case_record
+        from harness.reporting.failures import _safe, atomic_write, case_record
 
         spec, impl_name, check = self.current
         record = case_record(spec, case, "crashed", _crash_message(
@@ -588,8 +588,8 @@ def _save_crash(inflight: Path, record: dict, process: str, who: str,
     Returns where it is saved and its message; raises KeyError, TypeError or
     ValueError for a record this harness did not write.
     """
-    from harness.failures import save_case, unpacked_inputs
     from harness.problem import ConvProblem
+    from harness.reporting.failures import save_case, unpacked_inputs
 
     problem = ConvProblem.from_params(record["op"], record["params"]).describe()
     message = _crash_message(record.get("function", record["op"]), who, problem, fatal)

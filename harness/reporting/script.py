@@ -1,17 +1,17 @@
 """A standalone reproduction script for a failure case (contract section 3).
 
-`render_script(record)` turns a case record (the JSON of harness/failures.py)
+`render_script(record)` turns a case record (the JSON of harness/reporting/failures.py)
 into a Python script that needs only NumPy and torch, no import of this
 project: the shrunk inputs written out literally (every float exactly, as
 the shortest ``repr`` that reads back to the same float64; float16 and
 float32 values are exact in float64), each input built in its recorded
 memory layout, the implementation under test imported from the spec it was
 loaded from, torch in float64 as the oracle, and the harness's elementwise
-rounding-error tolerance (harness/tolerance.py) restated inline with its
+rounding-error tolerance (harness/checks/tolerance.py) restated inline with its
 constants. ``python script.py`` exits 1 and prints the mismatch while the
 bug is there, 0 once it is fixed.
 
-From a saved case file: ``python -m harness.script CASE.json [-o OUT.py]``.
+From a saved case file: ``python -m harness.reporting.script CASE.json [-o OUT.py]``.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from harness.failures import CaseFileError, case_from_record, load_case
-from harness.loader import _is_path, split_spec
 from harness.problem import ConvCase
+from harness.reporting.failures import CaseFileError, case_from_record, load_case
+from harness.running.loader import _is_path, split_spec
 
 FORWARD_CHECK = "forward"
 GRADIENT_CHECKS = ("grad_input", "grad_weight", "grad_bias")
@@ -392,7 +392,7 @@ def render_script(record: dict[str, Any], case: ConvCase | None = None,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m harness.script",
+        prog="python -m harness.reporting.script",
         description="Write the standalone reproduction script of a failure case file.")
     parser.add_argument("case", type=Path, help="a JSON case file (.conv-failures/*.json)")
     parser.add_argument("-o", "--output", type=Path,

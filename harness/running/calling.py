@@ -7,7 +7,7 @@ compared. Anything else is one `CheckFailure` naming the check that failed,
 whose message's first line says what happened, readable on its own.
 
 The time limit is a signal (SIGALRM): it interrupts Python code, not a C call
-that never returns. ``--isolate`` (harness/isolate.py) runs every call in a
+that never returns. ``--isolate`` (harness/running/isolate.py) runs every call in a
 child process instead; it hands `invoke` functions with a
 ``__harness_invoke__`` method, which keep their own time limit.
 """
@@ -242,7 +242,7 @@ def timeout_failure(fn: Callable[..., Any], name: str, limit: float,
 # --- observing calls -----------------------------------------------------------
 
 # Something that wants to know which problem the implementation is being given
-# right now (harness/isolate.py: a crash of the whole process is then reported
+# right now (harness/running/isolate.py: a crash of the whole process is then reported
 # with it). Called with (case, function name) before each call; what it
 # returns, if not None, is called once the call has returned or raised.
 CallObserver = Callable[[ConvCase, str], Optional[Callable[[], None]]]
@@ -275,7 +275,7 @@ def invoke(fn: Callable[..., Any], name: str, args: tuple, kwargs: dict,
     what matters.
 
     A function with a ``__harness_invoke__(name, args, kwargs, limit)``
-    method (an isolated call, harness/isolate.py) is called through it: it
+    method (an isolated call, harness/running/isolate.py) is called through it: it
     keeps the time limit itself and raises `CheckFailure` itself, with
     `timeout_failure` for a time-out.
     """

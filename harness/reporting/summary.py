@@ -1,6 +1,6 @@
 """The run summary: per implementation, the verdict, its distinct bugs, coverage.
 
-Workers tally each conformance test's examples and features (harness.coverage)
+Workers tally each conformance test's examples and features (harness.reporting.coverage)
 and attach the tally, and the bugs the test found (harness/triage), to the
 test's report as a user property, which xdist ships to the controller; the
 controller gathers them in ``pytest_runtest_logreport``, merges the bugs of
@@ -20,11 +20,12 @@ from typing import Any
 
 import pytest
 
-from harness import coverage, oracle
-from harness.checks import REGISTRY
-from harness.failures import atomic_write
-from harness.loader import Implementation
+from harness.checks import oracle
+from harness.checks.registry import REGISTRY
 from harness.problem import OPS
+from harness.reporting import coverage
+from harness.reporting.failures import atomic_write
+from harness.running.loader import Implementation
 from harness.triage.catalog import Bug, merge
 from harness.triage.search import BUGS
 

@@ -1,6 +1,6 @@
 """Checks that need no oracle: properties every convolution has.
 
-They call the implementation only (through `harness.calling`), never torch,
+They call the implementation only (through `harness.running.calling`), never torch,
 so they run when PyTorch is not installed, and they are independent evidence
 when it is. Every one works for all operations, transposed ones included.
 
@@ -20,7 +20,7 @@ derivatives of Phi, and grad_bias is the sum of g per channel.
 Rounding bounds, never tuned constants: each result element the
 implementation returns is a sum of K products, so its error is at most
 gamma(K) * (sum of |products|) + K * smallest subnormal + the normwise floor
-(harness/tolerance.py explains each term); the sums of |products| are the
+(harness/checks/tolerance.py explains each term); the sums of |products| are the
 same convolution on absolute values, which this module computes in float64
 with NumPy (`_bilinear` below: a gather per kernel offset). A scalar formed
 from results (an inner product, a difference of two losses) is bounded by
@@ -59,12 +59,18 @@ from typing import Callable
 import numpy as np
 from hypothesis import strategies as st
 
-from harness.calling import CheckFailure, call_backward, call_forward, invoke
-from harness.checks import Check, register
-from harness.compare import compare
-from harness.loader import Implementation
+from harness.checks.compare import compare
+from harness.checks.registry import Check, register
+from harness.checks.tolerance import (
+    FLOAT64_UNIT_ROUNDOFF,
+    Tolerance,
+    gamma,
+    tolerance,
+    unit_roundoff,
+)
 from harness.problem import ConvCase, ConvProblem
-from harness.tolerance import FLOAT64_UNIT_ROUNDOFF, Tolerance, gamma, tolerance, unit_roundoff
+from harness.running.calling import CheckFailure, call_backward, call_forward, invoke
+from harness.running.loader import Implementation
 
 U64 = FLOAT64_UNIT_ROUNDOFF
 GRADS = ("grad_input", "grad_weight", "grad_bias")
@@ -197,7 +203,7 @@ def closed_forms(case: ConvCase) -> dict[str, np.ndarray | None]:
 
 
 def magnitudes(case: ConvCase, forward_only: bool = False) -> dict[str, np.ndarray | None]:
-    """Sums of |terms| per result element (what `harness.tolerance` needs), without torch."""
+    """Sums of |terms| per result element (what `harness.checks.tolerance` needs), without torch."""
     a = {k: None if v is None else np.abs(_f64(v)) for k, v in case.arrays().items()}
     return _Bilinear(case.problem).results(a["x"], a["weight"], a["bias"], a["grad_output"],
                                            forward_only)
@@ -697,7 +703,7 @@ def small_float64_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
 
 def _torch_raises(case: ConvCase) -> str | None:
     """What torch raises for the case's forward call, or None."""
-    from harness import oracle
+    from harness.checks import oracle
     torch = oracle.torch_module()
     fn = getattr(torch.nn.functional, case.problem.op)
     args = [torch.tensor(_f64(a)) for a in (case.x, case.weight)]
@@ -712,7 +718,7 @@ def _torch_raises(case: ConvCase) -> str | None:
 def check_invalid(impl: Implementation, case: ConvCase, timeout: float | None = None) -> None:
     """On an invalid problem the implementation raises exactly when torch does.
 
-    Called through `harness.calling.invoke` (fresh inputs, time limit), not
+    Called through `harness.running.calling.invoke` (fresh inputs, time limit), not
     `call_forward`: an invalid problem has no output shape to validate against.
     """
     p = case.problem

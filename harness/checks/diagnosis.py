@@ -7,7 +7,7 @@ input). `diagnose` compares every result of every call the check made with
 the reference on that call's own problem, so a failure is reported as what
 it is (``grad_input`` wrong, say) and on the problem that shows it. The
 reference is torch in float64 when it is importable, else the NumPy float64
-closed form of harness/properties.py, under the same rounding-error bound.
+closed form of harness/checks/properties.py, under the same rounding-error bound.
 """
 
 from __future__ import annotations
@@ -16,12 +16,18 @@ from typing import Callable
 
 import numpy as np
 
-from harness import oracle
-from harness.calling import Call, CheckFailure, call_backward, call_forward, observing
-from harness.compare import compare
-from harness.loader import Implementation
+from harness.checks import oracle
+from harness.checks.compare import compare
+from harness.checks.tolerance import tolerance
 from harness.problem import ConvCase
-from harness.tolerance import tolerance
+from harness.running.calling import (
+    Call,
+    CheckFailure,
+    call_backward,
+    call_forward,
+    observing,
+)
+from harness.running.loader import Implementation
 
 #: the results each kind of function returns, named as the checks name them
 FORWARD_RESULTS: tuple[str, ...] = ("y",)
@@ -35,7 +41,7 @@ def reference(case: ConvCase):
     """float64 results and sums of |terms| of ``case``: torch's, else NumPy's closed form."""
     if oracle.torch_available():
         return oracle.evaluate(case)
-    from harness.properties import closed_forms, magnitudes
+    from harness.checks.properties import closed_forms, magnitudes
     return closed_forms(case), magnitudes(case)
 
 
