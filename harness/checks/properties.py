@@ -600,9 +600,20 @@ def check_batch_consistency(impl: Implementation, case: ConvCase,
 
 
 def batch_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
-    """Cases of two images or more (one image has nothing to be consistent with)."""
+    """Cases of two images or more (one image has nothing to be consistent with).
+
+    The problem is filtered before its values are drawn, so that a rejected
+    batch-1 problem costs no data and is not counted as an example run."""
     s = _strategies()
-    return s.conv_cases(op, capabilities=caps).filter(lambda case: case.problem.batch > 1)
+    problems = s.conv_problems(op, capabilities=caps).filter(lambda p: p.batch > 1)
+    contiguous_only = caps.for_op(op).holds
+
+    @st.composite
+    def batched(draw) -> ConvCase:
+        problem = draw(problems)
+        return draw(s.cases_for(problem, contiguous_only("contiguous_only", problem.dtype)))
+
+    return batched()
 
 
 # ----------------------------------------------------------------------------

@@ -133,8 +133,7 @@ def test_a_correct_implementation_passes_from_an_empty_folder(installed, folder)
         assert f"::test_{check}[mine-conv2d]" in done.stdout
     assert "test_regressions.py::test_regression[mine-conv_impl.tutorial-conv2d" in done.stdout
     assert "mine [mine.py]: passed" in done.stdout
-    # the user's profile: 20 examples per test (batch_consistency draws more: it skips
-    # batch-1 problems)
+    # the user's profile: 20 examples per test, 11 tests
     assert re.search(r"forward\s+passed \(20\)", done.stdout), done.stdout[-3000:]
     assert int(re.search(r"examples tried: (\d+)", done.stdout).group(1)) >= 220
     summary = json.loads((folder / ".conv-failures" / "summary.json").read_text())
