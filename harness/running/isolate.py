@@ -7,8 +7,13 @@ it is loaded early enough to declare ``--isolate``):
 * **It crashes the process** (a segfault in a C extension, ``os._exit``).
   Without ``--isolate``, every call first records the problem it is about to
   give the implementation in the failures folder
-  (``<impl>-<op>-crashed-in-<process>.json``, removed when the call returns).
-  If the process dies, that file is the failure's case file. Under
+  (``<impl>-<op>-crashed-in-<process>.json``); when the call returns, the
+  record is renamed ``...-returned-in-<process>.json`` and kept until the
+  next call's record is complete (`CrashRecorder`), so that a process that
+  dies between calls (heap corruption that shows at a later allocation, in
+  the harness's own code, or a library's background thread) still leaves
+  the problem of the last call made. If the process dies, that file is the
+  failure's case file. Under
   pytest-xdist the controller reads it when the worker dies
   (``pytest_handlecrashitem``), replaces xdist's bare "worker crashed"
   report with what happened and on which problem, and saves it as an
@@ -438,13 +443,25 @@ def _shutdown() -> None:
 # --- crash records without --isolate -------------------------------------------------
 
 class CrashRecorder:
-    """Before each call, write the case it is about to run; remove it afterwards."""
+    """Before each call, write the case it is about to run; keep it until the next one's.
+
+    At every moment after the first call, a complete record of the last call
+    made is on disk: the record is written under a temporary name and takes
+    its name atomically (`atomic_write`), and when the call returns it is
+    renamed (one atomic step) to the *returned* record, which is removed only
+    once the next call's record has its name. A process that dies while the
+    next record is being written (a crash at the next allocation after a
+    call corrupted the heap, say) leaves the returned record: the problem of
+    the call that most likely did the damage. Before, the record was removed
+    when the call returned, and such a crash lost its problem.
+    """
 
     def __init__(self, failures_dir: Path, process: str, run_id: str):
         self.failures_dir = failures_dir
         self.process = process
         self.run_id = run_id
         self.current: tuple[str, str, str] | None = None  # (spec, impl name, check)
+        self.returned: Path | None = None  # the last call's record, once it returned
 
     def __call__(self, case: Any, function: str) -> Callable[[], None] | None:
         if self.current is None:
@@ -456,21 +473,67 @@ class CrashRecorder:
             function, f"the test process ({self.process})", case.problem.describe(), ""),
             run_check=check, packed=True)
         record.update(function=function, during_check=check, run=self.run_id)
-        path = self.failures_dir / (f"{_safe(impl_name)}-{case.problem.op}-crashed-in-"
-                                    f"{_safe(self.process)}.json")
+        stem = f"{_safe(impl_name)}-{case.problem.op}"
+        path = self.failures_dir / f"{stem}{IN_CALL}{_safe(self.process)}.json"
+        returned = self.failures_dir / f"{stem}{RETURNED}{_safe(self.process)}.json"
         # Written before every call of the implementation, so kept cheap: arrays
         # packed as bytes, compact JSON (json's C encoder; with an indent it falls
         # back to pure Python), and not durable: it has to outlive this process,
         # not the machine.
         atomic_write(path, json.dumps(record) + "\n", durable=False)
-        return lambda: path.unlink(missing_ok=True)
+        self.forget_returned()  # only now: until here it was the last call's record
+
+        def done() -> None:
+            try:
+                os.replace(path, returned)  # atomic: one of the two names holds it
+            except OSError:  # removed meanwhile (a folder cleaned up): nothing to keep
+                return
+            self.returned = returned
+        return done
+
+    def forget_returned(self) -> None:
+        """Remove the last call's record (a newer one has its name, or the run is over)."""
+        if self.returned is not None:
+            self.returned.unlink(missing_ok=True)
+            self.returned = None
 
 
-def _crash_message(function: str, who: str, problem: str, fatal: str) -> str:
-    return (f"{function} crashed {who}: it died during the call "
+#: in-flight record names: ``<impl>-<op><IN_CALL><process>.json`` while a call runs,
+#: ``<impl>-<op><RETURNED><process>.json`` once it has returned
+IN_CALL, RETURNED = "-crashed-in-", "-returned-in-"
+
+
+def _crash_message(function: str, who: str, problem: str, fatal: str,
+                   returned: bool = False) -> str:
+    when = ("it died after the call returned, before the next call (most likely from "
+            "damage the call did that showed later: a corrupted heap, a background thread)"
+            if returned else "it died during the call")
+    return (f"{function} crashed {who}: {when} "
             f"({fatal or 'a segfault, os._exit or another fatal error'}); "
             "not shrunk (--isolate contains crashes and shrinks them)\n"
             f"problem: {problem}")
+
+
+def _inflight_records(failures: Path, process: str, run_id: str | None = None
+                      ) -> list[tuple[Path, bool]]:
+    """``process``'s in-flight records (of ``run_id``, if given), the one to report first.
+
+    Each is (path, whether its call had returned). A record of a call in
+    progress comes first; else the last call's returned record (the process
+    died between calls). Newest first within each kind.
+    """
+    found = []
+    for marker, returned in ((IN_CALL, False), (RETURNED, True)):
+        for name in glob.glob(str(failures / f"*{marker}{process}.json")):
+            path = Path(name)
+            try:
+                run = json.loads(path.read_text(encoding="utf-8")).get("run", "")
+                mtime = path.stat().st_mtime
+            except (OSError, ValueError, AttributeError):
+                continue
+            if run_id is None or run == run_id:
+                found.append((returned, -mtime, path))
+    return [(path, returned) for returned, _, path in sorted(found)]
 
 
 _recorder: CrashRecorder | None = None
@@ -560,29 +623,27 @@ def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: Any
         log = Path(fatal_dir, f"{process}.log")
         if log.exists():
             fatal_summary, fatal_text = _fatal_report(log.read_text(errors="replace"))
-    failures = _failures_dir(config)
-    records = []
-    for name in glob.glob(str(failures / f"*-crashed-in-{process}.json")):
-        try:
-            record = json.loads(Path(name).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if record.get("run", "") == run_id:
-            records.append((os.path.getmtime(name), name, record))
+    records = _inflight_records(_failures_dir(config), process, run_id)
     if not records:
         if fatal_text:
             report.longrepr = f"{report.longrepr}\n{fatal_text}"
         return
-    _, inflight, record = max(records)
-    saved, message = _save_crash(Path(inflight), record, process,
-                                 f"the test process (pytest-xdist worker {process!r})",
-                                 fatal_summary)
+    (inflight, returned), *others = records
+    try:
+        record = json.loads(inflight.read_text(encoding="utf-8"))
+        saved, message = _save_crash(inflight, record, process,
+                                     f"the test process (pytest-xdist worker {process!r})",
+                                     fatal_summary, returned)
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    for other, _ in others:  # superseded: the one reported is the call that died
+        other.unlink(missing_ok=True)
     report.longrepr = (f"{message}\ncase saved to {saved}\n{_replay_hint(saved)}"
                        + (f"\n{fatal_text}" if fatal_text else ""))
 
 
 def _save_crash(inflight: Path, record: dict, process: str, who: str,
-                fatal: str) -> tuple[Path, str]:
+                fatal: str, returned: bool = False) -> tuple[Path, str]:
     """Turn the in-flight record of a dead ``process`` into an ordinary case file.
 
     Returns where it is saved and its message; raises KeyError, TypeError or
@@ -592,8 +653,10 @@ def _save_crash(inflight: Path, record: dict, process: str, who: str,
     from harness.reporting.failures import save_case, unpacked_inputs
 
     problem = ConvProblem.from_params(record["op"], record["params"]).describe()
-    message = _crash_message(record.get("function", record["op"]), who, problem, fatal)
-    impl_name = inflight.name[: -len(f"-{record['op']}-crashed-in-{process}.json")]
+    message = _crash_message(record.get("function", record["op"]), who, problem, fatal,
+                             returned)
+    marker = RETURNED if returned else IN_CALL
+    impl_name = inflight.name[: -len(f"-{record['op']}{marker}{process}.json")]
     record["message"] = message
     record.pop("run", None)
     record = {("inputs" if key == "packed_inputs" else key):
@@ -627,19 +690,26 @@ def recover_crashes(failures: Path) -> list[str]:
     record is its controller's to handle). Returns one line per case saved.
     """
     lines = []
-    for name in sorted(glob.glob(str(failures / "*-crashed-in-pid*.json"))):
-        inflight = Path(name)
-        process = inflight.stem.rsplit("-crashed-in-", 1)[1]
+    processes = sorted({Path(name).stem.rsplit(marker, 1)[1]
+                        for marker in (IN_CALL, RETURNED)
+                        for name in glob.glob(str(failures / f"*{marker}pid*.json"))})
+    for process in processes:
         pid = process[len("pid"):]
         if not pid.isdigit() or _process_alive(int(pid)):
             continue
+        records = _inflight_records(failures, process)
+        if not records:
+            continue
+        (inflight, returned), *others = records
         try:
             record = json.loads(inflight.read_text(encoding="utf-8"))
             saved, _ = _save_crash(inflight, record, process,
                                    f"an earlier test run (process {pid}, without pytest-xdist "
-                                   "or --isolate, so the run ended there)", "")
+                                   "or --isolate, so the run ended there)", "", returned)
         except (OSError, ValueError, KeyError, TypeError):
             continue  # not a record this harness wrote: leave it alone
+        for other, _ in others:
+            other.unlink(missing_ok=True)
         lines.append(f"{record.get('function', record['op'])} of {record.get('impl')} crashed "
                      f"an earlier run (process {pid}); its case is saved to {saved}\n"
                      f"  {_replay_hint(saved)}")
@@ -662,6 +732,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     _shutdown()
     if _recorder is not None:
         calling.set_call_observer(None)
+        _recorder.forget_returned()  # the process ends normally: nothing to report
         _recorder = None
     handle = config.stash.get(_FATAL_FILE, None)
     if handle is not None:

@@ -1,0 +1,57 @@
+"""A process that dies between calls still leaves the problem of the last call made.
+
+A call that corrupts the heap often kills the process later, at an
+allocation in the caller's own code: in the harness, while it writes the
+next call's in-flight record. The record of the call that did the damage
+must survive that (harness/running/isolate.py, `CrashRecorder`): before,
+it was removed when the call returned, and such a crash lost its problem.
+``dies_later.py`` returns right results, but a call with padding makes the
+process abort at its next file write, the next record's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+IMPL = str(HERE / "dies_later.py")
+FORWARD = "conv2d and test_forward"
+
+
+def _saved(failures: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in failures.glob("dies_later-conv2d-crashed-*.json")
+            if "-in-" not in p.name]
+
+
+def _check_record(record: dict) -> None:
+    assert record["check"] == "crashed" and record["function"] == "conv2d"
+    assert any(record["params"]["padding"]), record["params"]  # the call that did the damage
+    assert "it died after the call returned, before the next call" in record["message"]
+
+
+def test_xdist_worker_dying_between_calls_reports_the_last_call(run_pytest, tmp_path):
+    failures = tmp_path / "xdist"
+    done = run_pytest("-n", "2", "-k", FORWARD, "--impl", IMPL, "--impl", "conv_impl.einsum",
+                      "--conv-failures", failures)
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert re.search(r"^conv2d crashed the test process \(pytest-xdist worker 'gw\d+'\): it "
+                     r"died after the call returned, before the next call", done.stdout,
+                     re.M), done.stdout[-3000:]
+    (record,) = _saved(failures)
+    _check_record(record)
+    assert not list(failures.glob("*-in-gw*.json"))  # in-flight records consumed or removed
+
+
+def test_dying_between_calls_without_xdist_is_saved_by_the_next_run(run_pytest, tmp_path):
+    failures = tmp_path / "plain"
+    done = run_pytest("-k", FORWARD, "--impl", IMPL, "--conv-failures", failures)
+    assert done.returncode < 0, (done.returncode, done.stdout[-2000:])
+    (left,) = failures.glob("dies_later-conv2d-returned-in-pid*.json")
+    later = run_pytest("-k", FORWARD, "--impl", "conv_impl.einsum", "--conv-failures", failures)
+    assert later.returncode == 0, later.stdout[-3000:]
+    assert not left.exists()
+    (record,) = _saved(failures)
+    _check_record(record)
+    assert "crashes of earlier runs" in later.stdout
