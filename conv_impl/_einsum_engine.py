@@ -16,10 +16,10 @@ window copies of the padded input, four paths by the shape of the problem.
   ``_flat_input_grad``): a col2im scatter of contiguous slices, which is
   what pays when the gathering input gradient's GEMM would have a handful
   of rows; and the direct path's layout.
-* Direct (one input channel per group: depthwise): per channel, the taps'
-  windows (contiguous slices of the flat layout) copied into rows and
-  multiplied by the channel's weights in one small BLAS product; no GEMM
-  across channels.
+* Direct (one input channel per group: depthwise): per channel, its row
+  of the flat layout shifted along the kernel's last axis (contiguous
+  copies), one small BLAS product with the channel's weights giving partial
+  sums, added at the other axes' offsets; no GEMM across channels.
 * Pointwise (1x1 kernel, no padding): one batched ``np.matmul`` on the input.
 
 The flat layout. A cross-correlation with stride ``s`` and dilation ``d``
@@ -68,6 +68,12 @@ Ints = tuple[int, ...]
 CHUNK_BYTES = 1 << 21
 #: but at least this many output positions per chunk, for BLAS efficiency
 MIN_POSITIONS = 256
+#: bytes of one chunk's block of the flat layout's input gradient
+#: (``_flat_input_grad``, ``Plan.chunks``), smaller than a window copy's:
+#: its block and grad-output's chunk come on top of the whole input
+#: gradient, and at 2 MB they made the first layer's peak memory 2.45x the
+#: returned arrays
+FLAT_CHUNK_BYTES = 1 << 19
 
 
 @dataclass(frozen=True)
@@ -170,8 +176,8 @@ def make_plan(n: int, c_in: int, c_out: int, groups: int, in_size: Ints,
 
     cg = c_in // groups
     direct = cg == 1 and groups > 1  # (the direct path works on whole rows, not chunks)
-    # a chunk's (taps * channels, positions) block about CHUNK_BYTES
-    cols = max(MIN_POSITIONS, CHUNK_BYTES // (len(taps) * cg * np.dtype(dtype).itemsize))
+    # a chunk's (taps * channels, positions) block about FLAT_CHUNK_BYTES
+    cols = max(MIN_POSITIONS, FLAT_CHUNK_BYTES // (len(taps) * cg * np.dtype(dtype).itemsize))
     r1, o1 = row[0], out_size[0]
     span = o1 * r1  # flat extent of one image's output rows
     chunks = []
@@ -218,12 +224,13 @@ def _grid_view(plan: Plan, flat: np.ndarray) -> np.ndarray:
     return body.reshape((flat.shape[0], len(plan.phases), plan.n) + plan.grid)
 
 
-def to_phases(plan: Plan, x: np.ndarray) -> np.ndarray:
-    """Padded input as (C_in, length) rows in the phase layout (a new array).
+def to_phases(plan: Plan, x: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
+    """Padded input (N, C, *S) as (C, length) rows in the phase layout, in
+    ``out`` or a new array (C is x's, any number of channels).
 
     Only the padding around each phase's copy of the input (and the slack
     after the last phase) is zeroed, not the whole array first."""
-    flat = np.empty((plan.c_in, plan.length), dtype=plan.dtype)
+    flat = np.empty((x.shape[1], plan.length), dtype=plan.dtype) if out is None else out
     view = _grid_view(plan, flat)
     flat[:, view.shape[1] * plan.n * plan.per_image:] = 0  # the slack
     xt = x.transpose((1, 0) + tuple(range(2, x.ndim)))  # (C, N, *S)
@@ -241,18 +248,26 @@ def to_phases(plan: Plan, x: np.ndarray) -> np.ndarray:
     return flat
 
 
-def from_phases(plan: Plan, flat: np.ndarray) -> np.ndarray:
-    """Inverse of ``to_phases`` for a gradient: (N, C_in, *in_size), zero
-    wherever no window reads."""
+def covers_input(plan: Plan) -> bool:
+    """Whether some window reads every input position (no stride remainder
+    left unread): the phases are disjoint, so count their positions."""
     pieces = [_phase_slices(plan, ph) for ph in plan.phases]
     covered = sum(math.prod(len(range(size)[sl]) for sl, size in zip(s, plan.in_size))
-                  for g, s in pieces if g)  # the phases are disjoint
-    whole = covered == math.prod(plan.in_size)  # every input position read
-    out = (np.empty if whole else np.zeros)((plan.n, plan.c_in) + plan.in_size,
-                                            dtype=plan.dtype)
+                  for g, s in pieces if g)
+    return covered == math.prod(plan.in_size)
+
+
+def from_phases(plan: Plan, flat: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
+    """Inverse of ``to_phases`` for a gradient: (N, C_in, *in_size), zero
+    wherever no window reads; written into ``out`` if given (which must then
+    hold zeros at those positions already)."""
+    if out is None:
+        out = (np.empty if covers_input(plan) else np.zeros)(
+            (plan.n, plan.c_in) + plan.in_size, dtype=plan.dtype)
     view = _grid_view(plan, flat)
     ot = out.transpose((1, 0) + tuple(range(2, out.ndim)))
-    for i, (g, s) in enumerate(pieces):
+    for i, ph in enumerate(plan.phases):
+        g, s = _phase_slices(plan, ph)
         if g:
             ot[(slice(None), slice(None)) + s] = view[(slice(None), i, slice(None)) + g]
     return out
@@ -382,28 +397,75 @@ def _direct_valid(plan: Plan, rows: np.ndarray) -> np.ndarray:
     return _valid(plan, rows, (0, plan.n, 0, plan.out_size[0]))
 
 
-def _direct_forward(plan: Plan, xf: np.ndarray, w: np.ndarray,
+def _last_axis_split(plan: Plan) -> tuple[Ints, Ints]:
+    """(base, delta): the flat offset of tap (rest, j) (``rest`` the index
+    over the kernel's other axes, ``j`` along its last axis) is
+    ``base[rest] + delta[j]``. The used phases are a product of per-axis
+    sets, so a tap's phase index, and with it its offset, is a sum of
+    per-axis terms."""
+    k = plan.kernel[-1]
+    off = plan.offsets
+    base = tuple(off[r * k] for r in range(len(off) // k))
+    delta = tuple(off[j] - off[0] for j in range(k))
+    assert all(off[r * k + j] == base[r] + delta[j]
+               for r in range(len(base)) for j in range(k))
+    return base, delta
+
+
+def _direct_forward(plan: Plan, x: np.ndarray, w: np.ndarray,
                     b: Optional[np.ndarray], y: np.ndarray) -> np.ndarray:
     """y[:, o] = sum_tap w[o, 0, tap] * window_tap(x[:, o // og]) (+ bias),
-    a group (input channel) at a time, written into ``y``: the group's tap
-    windows copied into the rows of a (taps, positions) buffer (contiguous
-    copies of a cache-resident row), then one BLAS product with the
-    group's (og, taps) weights. Measured against a multiply and an add per
-    tap on the benchmark's depthwise layer: 0.58 vs 0.77 ms float32, 1.16
-    vs 1.34 ms float64 (the copies are plain memcpys, and the product reads
-    the taps once instead of twice)."""
-    og, T = plan.og, plan.taps
+    a group (input channel) at a time, written into ``y``, in three steps
+    on the group's row of the flat layout:
+
+    * the row shifted by each tap offset along the kernel's last axis
+      (``_last_axis_split``), copied into the rows of a (k_last, positions)
+      buffer (contiguous copies of a cache-resident row);
+    * one BLAS product with the group's (og * other taps, k_last) weights:
+      for each output channel and each tap over the other axes, the row's
+      sums along the last axis;
+    * those partial sums added at their offsets (the other axes' taps).
+
+    A 3x3 kernel copies 3 shifted rows instead of 9 tap windows, and its
+    product writes 3 rows read by 2 adds: about half the memory traffic
+    of copying every tap's window and one product with the (og, taps)
+    weights (measured on the benchmark's depthwise layer, float32, with the
+    layout below: 0.58-0.62 vs 0.68-0.73 ms).
+
+    The input is laid out (``to_phases``) a block of ``DIRECT_CHANNELS``
+    channels at a time, into one reused buffer: the whole batch's layout
+    was the largest allocation of the depthwise layer (1.74x the returned
+    arrays), and a block's layout is read from cache."""
+    og = plan.og
     span = _direct_span(plan)
-    wg = np.ascontiguousarray(w.reshape(plan.groups, og, T))  # BLAS-ready rows
-    win = np.empty((T, span), dtype=plan.dtype)
+    base, delta = _last_axis_split(plan)
+    nr, kl = len(base), len(delta)
+    width = max(base) + span
+    wg = np.ascontiguousarray(w.reshape(plan.groups, og * nr, kl))  # BLAS-ready rows
+    shifted = np.empty((kl, width), dtype=plan.dtype)
+    part = np.empty((og * nr, width), dtype=plan.dtype)
     acc = np.empty((og, span), dtype=plan.dtype)
-    valid = _direct_valid(plan, acc)
+    # with one tap over the other axes (1-d kernels) the partial sums are the result
+    res = part[:, base[0]:base[0] + span] if nr == 1 else acc
+    valid = _direct_valid(plan, res)
     yt = y.transpose((1, 0) + tuple(range(2, y.ndim)))  # (C_out, N, *out)
+    per = min(plan.groups, DIRECT_CHANNELS)  # groups (input channels) per layout block
+    lay = np.empty((per, plan.length), dtype=plan.dtype)
     for g in range(plan.groups):
-        row = xf[g]
-        for k, off in enumerate(plan.offsets):
-            win[k] = row[off:off + span]
-        np.matmul(wg[g], win, out=acc)
+        if g % per == 0:
+            xf = to_phases(plan, x[:, g:g + per], lay[:min(per, plan.groups - g)])
+        row = xf[g % per]
+        for j, d in enumerate(delta):
+            shifted[j] = row[d:d + width]
+        np.matmul(wg[g], shifted, out=part)
+        if nr > 1:  # contiguous adds, then one copy into y (adding into y's
+            # strided view directly ran 1.02 vs 0.82 ms on the benchmark's layer)
+            for o in range(og):
+                rows = part[o * nr:(o + 1) * nr]
+                np.add(rows[0, base[0]:base[0] + span], rows[1, base[1]:base[1] + span],
+                       out=acc[o])
+                for r in range(2, nr):
+                    acc[o] += rows[r, base[r]:base[r] + span]
         if b is None:
             yt[g * og:(g + 1) * og] = valid
         else:
@@ -435,11 +497,16 @@ def _direct_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray,
         want_input = False
     span = _direct_span(plan)
     wt = w.reshape(plan.c_out, T)
-    xf = to_phases(plan, x) if want_weight else None
-    dxf = np.zeros((plan.c_in, plan.length), dtype=plan.dtype) if want_input else None
     gw = np.empty((plan.c_out, T), dtype=plan.dtype) if want_weight else None
     gb = np.empty(plan.c_out, dtype=plan.dtype) if want_bias else None
     per = max(1, DIRECT_CHANNELS // og)  # groups per block
+    # the input's and the input gradient's layouts a block at a time (see
+    # _direct_forward), the input gradient copied out after each block
+    xlay = np.empty((min(per, G), plan.length), dtype=plan.dtype) if want_weight else None
+    dlay = np.empty((min(per, G), plan.length), dtype=plan.dtype) if want_input else None
+    if want_input:
+        gx = (np.empty if covers_input(plan) else np.zeros)(
+            (plan.n, plan.c_in) + plan.in_size, dtype=plan.dtype)
     # zeroed once: every block writes the same real positions
     gbuf = np.zeros((per * og, span), dtype=plan.dtype)
     tmp = np.empty(span, dtype=plan.dtype)
@@ -452,20 +519,20 @@ def _direct_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray,
         if want_bias:
             np.sum(rows, axis=1, out=gb[o0:o1])
         if want_weight:
+            xf = to_phases(plan, x[:, g0:g1], xlay[:g1 - g0])
             for k, off in enumerate(plan.offsets):
-                win = xf[g0:g1, off:off + span]
+                win = xf[:, off:off + span]
                 gw[o0:o1, k] = np.matmul(rows.reshape(g1 - g0, og, span),
                                          win[:, :, None]).reshape(o1 - o0)
         if want_input:
+            dxf = dlay[:g1 - g0]
+            dxf[...] = 0
             for o in range(o0, o1):
-                dst, wo = dxf[o // og], wt[o]
+                dst, wo = dxf[o // og - g0], wt[o]
                 for k, off in enumerate(plan.offsets):
                     np.multiply(rows[o - o0], wo[k], out=tmp)
                     dst[off:off + span] += tmp
-    del xf
-    if want_input:
-        gx = from_phases(plan, dxf)
-    del dxf
+            from_phases(plan, dxf, gx[:, g0:g1])
     gwo = None if gw is None else gw.reshape((plan.c_out, 1) + plan.kernel)
     return gx, gwo, gb
 
@@ -482,7 +549,7 @@ def _direct_input_grad_gather(plan: Plan, w: np.ndarray, go: np.ndarray) -> np.n
                     plan.stride, pad, plan.dilation, plan.in_size, plan.dtype)
     flipped = w[(slice(None), slice(None)) + (slice(None, None, -1),) * len(plan.kernel)]
     gx = np.empty((plan.n, plan.c_in) + plan.in_size, dtype=plan.dtype)
-    return _direct_forward(inv, to_phases(inv, go), flipped, None, gx)
+    return _direct_forward(inv, go, flipped, None, gx)
 
 
 # ----------------------------------------------------------------------------
@@ -561,6 +628,37 @@ def _exact_images(rows: int, positions: int, itemsize: int, n: int) -> int:
     return max(1, min(n, CHUNK_BYTES // (rows * positions * itemsize)))
 
 
+def _leading_dimension(n: int, itemsize: int) -> int:
+    """A row length of at least ``n`` elements whose byte size is an odd
+    multiple of 64 (a cache line).
+
+    A matrix whose rows are a multiple of 4 kB apart (a 32x32 image's 1024
+    float32 positions) maps its rows onto a few sets of the L1 cache, and
+    OpenBLAS's packing of it thrashes them: measured (float32, one thread),
+    (64 x 576) @ (576 x 1024) runs at 174 GFLOP/s with rows 1024 apart and at
+    233 with rows 1040 apart; (16 x 27) @ (27 x 1024) at 117 against 189.
+    This is what made the channels-first GEMM orientation look slow in
+    float32 (sessions before 2026-12 moved float32 to channels-last for it).
+    """
+    line = max(1, 64 // itemsize)
+    lines = -(-n // line)
+    return (lines + 1 - lines % 2) * line
+
+
+class _ColumnBuffer:
+    """A window copy's buffer: ``rows`` rows of up to ``width`` elements,
+    each row ``_leading_dimension`` elements long (see there), viewed as
+    (rows, images, positions)."""
+
+    def __init__(self, rows: int, width: int, dtype: np.dtype):
+        self.ld = _leading_dimension(width, np.dtype(dtype).itemsize)
+        self.buf = np.empty((rows, self.ld), dtype=dtype)
+
+    def view(self, images: int, positions: int) -> np.ndarray:
+        return np.reshape(self.buf[:, :images * positions],
+                          (self.buf.shape[0], images, positions), copy=False)
+
+
 def _exact_windows(src: np.ndarray, n0: int, n1: int, channels: slice, kernel: Ints,
                    stride: Ints, dilation: Ints, out_size: Ints) -> np.ndarray:
     """(images, *kernel, channels, *out_size) read-only view of the windows
@@ -578,8 +676,8 @@ def _fill_windows(cols: np.ndarray, src: np.ndarray, n0: int, n1: int, channels:
     """Window copy: cols (taps*channels, images, positions) <- the windows of
     images n0:n1 of ``src`` (see ``_exact_windows``), in one NumPy call."""
     win = _exact_windows(src, n0, n1, channels, kernel, stride, dilation, out_size)
-    cols.reshape(tuple(kernel) + (win.shape[1 + len(kernel)], n1 - n0) + tuple(out_size))[...] = \
-        np.moveaxis(win, 0, -1 - len(out_size))
+    np.reshape(cols, tuple(kernel) + (win.shape[1 + len(kernel)], n1 - n0) + tuple(out_size),
+               copy=False)[...] = np.moveaxis(win, 0, -1 - len(out_size))
 
 
 def _window_extent(kernel: Ints, stride: Ints, dilation: Ints, out_size: Ints) -> Ints:
@@ -636,29 +734,66 @@ def _exact_correlate(a: np.ndarray, lo: Optional[Ints], wm: np.ndarray, out: np.
     rows = T * cg + (bias is not None)
     if bias is not None:  # bias as the weight of a row of ones
         wm = np.concatenate([wm, bias.reshape(G, og, 1).astype(wm.dtype)], axis=2)
-    m = _exact_images(rows, q, out.itemsize, n)
+    m, r = _cf_chunks(n, rows, out_size, out.itemsize)
     images = a if lo is None else _PlacedImages(
         a, lo, _window_extent(kernel, stride, dilation, out_size), m, out.dtype)
-    buf = np.empty(rows * m * q, dtype=out.dtype)
+    per_row = q // out_size[0]
+    buf = _ColumnBuffer(rows, m * r * per_row, out.dtype)
     direct = out.flags.c_contiguous  # the GEMMs write straight into ``out``
     out3 = out.reshape(n, G * og, q) if direct else None
     for n0 in range(0, n, m):
         n1 = min(n, n0 + m)
-        src = images[n0:n1]
-        cols = buf[:rows * (n1 - n0) * q].reshape(rows, n1 - n0, q)
-        if bias is not None:
-            cols[-1] = 1
-        for g in range(G):
-            _fill_windows(cols[:T * cg], src, 0, n1 - n0, slice(g * cg, (g + 1) * cg),
-                          kernel, stride, dilation, out_size)
-            if direct:
-                _images_gemm(cols, wm[g], out3[n0:n1, g * og:(g + 1) * og])
-            else:
-                lhs = cols.reshape(rows, (n1 - n0) * q)
-                res = np.matmul(wm[g], lhs)
-                out[n0:n1, g * og:(g + 1) * og] = np.moveaxis(
-                    res.reshape((og, n1 - n0) + tuple(out_size)), 0, 1)
+        images_n = images[n0:n1]
+        for i0 in range(0, out_size[0], r):
+            i1 = min(out_size[0], i0 + r)
+            src, block = _row_block(images_n, i0, i1, stride, out_size)
+            p = (i1 - i0) * per_row
+            cols = buf.view(n1 - n0, p)
+            if bias is not None:
+                cols[-1] = 1
+            for g in range(G):
+                _fill_windows(cols[:T * cg], src, 0, n1 - n0, slice(g * cg, (g + 1) * cg),
+                              kernel, stride, dilation, block)
+                if direct:
+                    _images_gemm(cols, wm[g],
+                                 out3[n0:n1, g * og:(g + 1) * og, i0 * per_row:i1 * per_row])
+                else:
+                    lhs = np.reshape(cols, (rows, (n1 - n0) * p), copy=False)
+                    res = np.matmul(wm[g], lhs)
+                    out[n0:n1, g * og:(g + 1) * og, i0:i1] = np.moveaxis(
+                        res.reshape((og, n1 - n0) + block), 0, 1)
     return out
+
+
+#: bytes of one image's channels-first window copy above which it is
+#: copied (and multiplied) in blocks of output rows: the window copy of a
+#: 64-channel 32x32 image's 3x3 windows, 2.4 MB, runs 88 us per image whole
+#: and 104-125 us in blocks of 1-2 MB (float32), but a large image's would
+#: be tens of MB
+CF_ROW_BLOCK_BYTES = 1 << 22
+
+
+def _cf_chunks(n: int, rows: int, out_size: Ints, itemsize: int) -> tuple[int, int]:
+    """(images, output rows) per chunk of a channels-first window copy of
+    ``rows`` rows: whole images, about CHUNK_BYTES (at least one), or for
+    an image above ``CF_ROW_BLOCK_BYTES`` balanced blocks of its output
+    rows (first axis) of about that size."""
+    per_row = math.prod(out_size[1:])
+    image_bytes = rows * per_row * out_size[0] * itemsize
+    if image_bytes <= CF_ROW_BLOCK_BYTES:
+        return _exact_images(rows, per_row * out_size[0], itemsize, n), out_size[0]
+    r = max(1, min(out_size[0], CF_ROW_BLOCK_BYTES // (rows * per_row * itemsize)))
+    count = -(-out_size[0] // r)
+    return 1, -(-out_size[0] // count)  # balanced blocks
+
+
+def _row_block(src: np.ndarray, i0: int, i1: int, stride: Ints, out_size: Ints
+               ) -> tuple[np.ndarray, Ints]:
+    """The (images, C, *padded) source of output rows i0:i1 (first axis),
+    and the block's output size."""
+    if i0 == 0 and i1 == out_size[0]:
+        return src, tuple(out_size)
+    return src[:, :, i0 * stride[0]:], (i1 - i0,) + tuple(out_size[1:])
 
 
 #: bytes of one transposing copy's block: a whole (C, H, W) -> (H, W, C)
@@ -853,23 +988,28 @@ def _exact_weight_grad(plan: Plan, x: np.ndarray, go: np.ndarray, want_bias: boo
     K, D = plan.kernel, plan.dilation
     q = math.prod(plan.out_size)
     rows = T * cg + int(want_bias)  # the bias gradient's row of ones last
-    m = _exact_images(rows, q, plan.dtype.itemsize, plan.n)
+    m, r = _cf_chunks(plan.n, rows, plan.out_size, plan.dtype.itemsize)
+    per_row = q // plan.out_size[0]
     placed = _PlacedImages(x, plan.padding, plan.need, m, plan.dtype)
-    buf = np.empty(rows * m * q, dtype=plan.dtype)
+    buf = _ColumnBuffer(rows, m * r * per_row, plan.dtype)
     wgrad = np.zeros((G, rows, og), dtype=plan.dtype)  # transposed, see _images_weight_gemm
     part = np.empty((m, rows, og), dtype=plan.dtype)
     go3 = go.reshape(plan.n, plan.c_out, q)
     for n0 in range(0, plan.n, m):
         n1 = min(plan.n, n0 + m)
-        src = placed[n0:n1]
-        cols = buf[:rows * (n1 - n0) * q].reshape(rows, n1 - n0, q)
-        if want_bias:
-            cols[-1] = 1
-        for g in range(G):
-            _fill_windows(cols[:T * cg], src, 0, n1 - n0, slice(g * cg, (g + 1) * cg), K,
-                          plan.stride, D, plan.out_size)
-            wgrad[g] += _images_weight_gemm(cols, go3[n0:n1, g * og:(g + 1) * og],
-                                            part[:n1 - n0])
+        images_n = placed[n0:n1]
+        for i0 in range(0, plan.out_size[0], r):
+            i1 = min(plan.out_size[0], i0 + r)
+            src, block = _row_block(images_n, i0, i1, plan.stride, plan.out_size)
+            cols = buf.view(n1 - n0, (i1 - i0) * per_row)
+            if want_bias:
+                cols[-1] = 1
+            for g in range(G):
+                _fill_windows(cols[:T * cg], src, 0, n1 - n0, slice(g * cg, (g + 1) * cg), K,
+                              plan.stride, D, block)
+                wgrad[g] += _images_weight_gemm(
+                    cols, go3[n0:n1, g * og:(g + 1) * og, i0 * per_row:i1 * per_row],
+                    part[:n1 - n0])
     gb = np.ascontiguousarray(wgrad[:, -1, :]).reshape(plan.c_out) if want_bias else None
     gw = np.ascontiguousarray(
         wgrad[:, :T * cg, :].reshape(G, T, cg, og).transpose(0, 3, 2, 1)).reshape(
@@ -918,36 +1058,67 @@ def _exact_weight_grad_nhwc(plan: Plan, x: np.ndarray, go: np.ndarray, want_bias
     return gw, gb
 
 
+#: bytes of the flat layout of one group of images' input gradient in
+#: ``_flat_input_grad`` (a whole batch's layout is larger than the input
+#: gradient itself, and was the peak memory of the stride-2 layer)
+FLAT_IMAGES_BYTES = 1 << 20
+
+
+def _flat_images(plan: Plan) -> int:
+    """Images per group of ``_flat_input_grad`` (at least one)."""
+    image = plan.c_in * len(plan.phases) * plan.per_image * plan.dtype.itemsize
+    return max(1, min(plan.n, FLAT_IMAGES_BYTES // image))
+
+
 def _flat_input_grad(plan: Plan, w: np.ndarray, go: np.ndarray) -> np.ndarray:
     """Input gradient on the flat layout, col2im-style (few input channels
-    per group): per chunk, grad-output laid out on the flat grid (zero at
-    every thrown-away position, so they add exactly nothing), one einsum for
-    every tap's block of the input gradient, each added onto its contiguous
-    slice of the flat layout; the blocks have few rows, so they are cheaper
-    to scatter than grad-output's windows are to copy for a gather.
+    per group): per group of images (``FLAT_IMAGES_BYTES``) and chunk of
+    their positions, grad-output laid out on the flat grid (zero at every
+    thrown-away position, so they add exactly nothing), one GEMM for every
+    tap's block of the input gradient, each added onto its contiguous slice
+    of the group's flat layout, which is then copied out of its phases; the
+    blocks have few rows, so they are cheaper to scatter than grad-output's
+    windows are to copy for a gather.
 
-    The chunk's layout buffer is zeroed once: every chunk's real positions
-    sit at the same places relative to its start, so each chunk overwrites
-    the same elements and the thrown-away ones stay zero.
+    The chunk's layout buffer is zeroed once per group: every chunk's real
+    positions sit at the same places relative to its start, so each chunk
+    overwrites the same elements and the thrown-away ones stay zero.
     """
     G, og, cg, T = plan.groups, plan.og, plan.cg, plan.taps
-    dxf = np.zeros((plan.c_in, plan.length), dtype=plan.dtype)
+    m = _flat_images(plan)
+    gx = (np.empty if covers_input(plan) else np.zeros)(
+        (plan.n, plan.c_in) + plan.in_size, dtype=plan.dtype)
     wm = _tap_major(plan, w)
-    width = plan.widest_chunk
-    gbuf = np.zeros((plan.c_out, width), dtype=plan.dtype)
-    dbuf = np.empty((T * cg, width), dtype=plan.dtype)
-    for chunk in plan.chunks:
-        q0, size, _ = _chunk_geometry(plan, chunk)
-        gc = gbuf[:, :size]
-        _valid(plan, gc, chunk)[...] = _out_block(go, chunk, slice(None))
-        for g in range(G):
-            rows = slice(g * cg, (g + 1) * cg)
-            d = np.matmul(wm[g].T, gc[g * og:(g + 1) * og],
-                          out=dbuf[:, :size]).reshape(T, cg, size)
-            for t, off in enumerate(plan.offsets):
-                dst = dxf[rows, off + q0: off + q0 + size]
-                dst += d[t]
-    return from_phases(plan, dxf)
+    first = _flat_sub_plan(plan, m)  # the largest group's
+    dbuf = np.empty((T * cg, first.widest_chunk), dtype=plan.dtype)
+    gbuf = np.empty((plan.c_out, first.widest_chunk), dtype=plan.dtype)
+    flat = np.empty((plan.c_in, first.length), dtype=plan.dtype)
+    for n0 in range(0, plan.n, m):
+        n1 = min(plan.n, n0 + m)
+        sub = _flat_sub_plan(plan, n1 - n0)
+        dxf = flat[:, :sub.length]
+        dxf[...] = 0
+        gbuf[...] = 0
+        gos = go[n0:n1]
+        for chunk in sub.chunks:
+            q0, size, _ = _chunk_geometry(sub, chunk)
+            gc = gbuf[:, :size]
+            _valid(sub, gc, chunk)[...] = _out_block(gos, chunk, slice(None))
+            for g in range(G):
+                rows = slice(g * cg, (g + 1) * cg)
+                d = np.matmul(wm[g].T, gc[g * og:(g + 1) * og],
+                              out=dbuf[:, :size]).reshape(T, cg, size)
+                for t, off in enumerate(sub.offsets):
+                    dst = dxf[rows, off + q0: off + q0 + size]
+                    dst += d[t]
+        from_phases(sub, dxf, gx[n0:n1])
+    return gx
+
+
+def _flat_sub_plan(plan: Plan, images: int) -> Plan:
+    """``plan`` for a group of ``images`` of its images."""
+    return make_plan(images, plan.c_in, plan.c_out, plan.groups, plan.in_size, plan.kernel,
+                     plan.stride, plan.padding, plan.dilation, plan.out_size, plan.dtype)
 
 
 def _phase_taps(u: int, size: int, k: int, s: int, d: int, p: int):
@@ -1023,6 +1194,7 @@ def _exact_input_grad(plan: Plan, w: np.ndarray, go: np.ndarray) -> np.ndarray:
 
 
 
+
 def forward(plan: Plan, x: np.ndarray, w: np.ndarray,
             bias: Optional[np.ndarray]) -> np.ndarray:
     """y = correlate(x, w) + bias, shape (N, C_out, *out_size)."""
@@ -1032,7 +1204,7 @@ def forward(plan: Plan, x: np.ndarray, w: np.ndarray,
         return _exact_forward(plan, x, w, bias)
     # the direct path (one input channel per group)
     y = np.empty((plan.n, plan.c_out) + plan.out_size, dtype=plan.dtype)
-    return _direct_forward(plan, to_phases(plan, x), w, bias, y)
+    return _direct_forward(plan, x, w, bias, y)
 
 
 def backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray, go: np.ndarray,
@@ -1079,6 +1251,6 @@ def paths(plan: Plan, backward: bool, want_input: bool = True,
         if plan.gather_input_grad:
             out.append("gathering input gradient")
         else:
-            out.append("flat input gradient"
-                       + (", several chunks" if len(plan.chunks) > 1 else ""))
+            split = len(plan.chunks) > 1 or _flat_images(plan) < plan.n
+            out.append("flat input gradient" + (", several chunks" if split else ""))
     return out
