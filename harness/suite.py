@@ -9,6 +9,7 @@ and the report prints that script and how to replay the case.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -32,6 +33,7 @@ from harness.running.calling import CheckFailure
 from harness.running.capabilities import Capabilities
 from harness.triage.catalog import Bug
 from strategies import conv_cases
+from strategies.problems import Bounds
 
 VALUE_CHECKS: tuple[str, ...] = ("forward", "grad_input", "grad_weight", "grad_bias")
 
@@ -141,25 +143,166 @@ LAST_FAILING: list[Found] = []
 
 
 class Budget:
-    """The time left for the current test (``--conv-budget``), None: no limit."""
+    """The time left for the current test (``--conv-budget``), None: no limit, and the
+    sizes the budget chose for it (`Budget.bounds`)."""
 
     deadline: float | None = None
+    #: the sizes chosen for the current test: unset until its first example
+    chosen: "SizeChoice | None" = None
 
     @classmethod
     def start(cls, seconds: float | None) -> None:
         cls.deadline = None if not seconds else time.monotonic() + seconds
+        cls.chosen = None
 
     @classmethod
     def spent(cls) -> bool:
         return cls.deadline is not None and time.monotonic() > cls.deadline
 
+    @classmethod
+    def bounds(cls, target: Target, check: str, caps: Capabilities) -> Bounds | None:
+        """The bounds this test draws from: None (the strategies' own) without a budget.
+
+        Under ``--conv-budget`` the first example of a test first measures what
+        an example of this check costs the implementation (`choose_sizes`) and
+        picks the sizes once; the choice then holds for the whole test, its
+        shrinking, its final replay and its follow-up searches, so that
+        Hypothesis replays every example the same way.
+        """
+        if cls.deadline is None:
+            return None
+        if cls.chosen is None:
+            cls.chosen = choose_sizes(target, check, caps, cls.deadline - time.monotonic())
+            if cls.chosen.note:
+                coverage.note(cls.chosen.note)
+        return cls.chosen.bounds
+
+
+#: Examples a budget should leave room for; below that, sizes are cut where that helps.
+USEFUL_EXAMPLES = 100
+#: Share of examples the large tier draws (strategies' ``ODDS``: measured 11-20%).
+LARGE_SHARE = 0.2
+#: A size is cut only where it costs this many times the smaller one: an
+#: implementation whose cost is per call (compiling every new shape) gains
+#: nothing from smaller problems and keeps every size.
+COSTLIER = 2.0
+
+
+@dataclass(frozen=True)
+class SizeChoice:
+    """What ``--conv-budget`` chose for one test, and the costs it chose from."""
+
+    bounds: Bounds | None  # None: the strategies' defaults
+    note: str = ""
+
+
+def _sample_case(op: str, caps: Capabilities, batch: int, channels: int, kernel: int,
+                 positions: int) -> ConvCase:
+    """A fixed problem of ``op`` (stride 1, padding kernel // 2, no groups, no
+    dilation, so any capabilities take it) with seeded values, contiguous."""
+    from harness.problem import OPS, ConvProblem
+    from strategies.cases import noise
+
+    nd = OPS[op].spatial_dims
+    flat = caps.for_op(op)
+    dtype = "float32" if "float32" in flat.dtypes else flat.dtypes[0]
+    problem = ConvProblem(op=op, batch=batch, in_channels=channels, out_channels=channels,
+                          input_size=(positions,) * nd, kernel_size=(kernel,) * nd,
+                          stride=(1,) * nd, padding=(kernel // 2,) * nd, dilation=(1,) * nd,
+                          groups=1, bias=True, dtype=dtype)
+    arrays = {name: None if shape is None else noise("floats", dtype, shape, seed)
+              for seed, (name, shape) in enumerate(problem.shapes().items())}
+    return ConvCase(problem=problem, layouts={}, **arrays)
+
+
+def _cost(target: Target, check: str, case: ConvCase) -> float:
+    """Seconds one example of ``check`` on ``case`` takes (its verdict is not used)."""
+    started = time.perf_counter()
+    try:
+        examine(check, target.impl, case, target.timeout)
+    except Exception:  # noqa: BLE001 - a failure is the search's to find, not this
+        pass
+    if target.impl.events is not None:
+        try:
+            target.impl.events()  # what these calls did is not the search's
+        except Exception:  # noqa: BLE001
+            pass
+    return time.perf_counter() - started
+
+
+def choose_sizes(target: Target, check: str, caps: Capabilities,
+                 seconds: float) -> SizeChoice:
+    """The sizes that leave ``seconds`` room for `USEFUL_EXAMPLES` examples of ``check``.
+
+    Three examples are timed on fixed problems (after one not timed, which
+    pays for start-up): a tiny one (one of everything),
+    a small one (the tiny tier's sizes) and a large one (the large tier's work
+    budget). If the default mix of small and large examples (`LARGE_SHARE`)
+    fits `USEFUL_EXAMPLES` in the time left, nothing changes. Otherwise the
+    large tier goes, if a large example costs over `COSTLIER` times a small
+    one, and if even small ones do not fit, the small sizes are halved too,
+    if a small example costs over `COSTLIER` times a tiny one. Where cost does
+    not grow with size (a per-call compiler) the sizes stay: cutting them
+    would cost coverage and gain no examples.
+    """
+    from strategies.problems import DEFAULT_BOUNDS
+    from harness.problem import OPS
+
+    if REGISTRY[check].cases is not None:  # a check with its own sizes (finite
+        return SizeChoice(None)              # differences, pointwise, ...): kept
+    nd = OPS[target.op].spatial_dims
+    default = DEFAULT_BOUNDS[nd]
+    large = default.large
+    with coverage.paused():
+        # not timed: the first example of a process pays for torch's and the
+        # implementation's start-up, which no later example does
+        _cost(target, check, _sample_case(target.op, caps, 1, 1, 1, 2))
+        tiny = _cost(target, check, _sample_case(target.op, caps, 1, 1, 1, 1))
+        small = _cost(target, check, _sample_case(
+            target.op, caps, 2, 2, 3, max(2, default.outputs // 2)))
+        big = 0.0
+        if large is not None:
+            batch, channels, kernel = 2, 8, 3
+            per_position = batch * channels * channels * kernel ** nd
+            positions = max(2, min(int((large.budget / per_position) ** (1 / nd)),
+                                   large.outputs))
+            big = _cost(target, check, _sample_case(target.op, caps, batch, channels, kernel,
+                                                    positions))
+    seconds = max(seconds - tiny - small - big, 0.0)
+    costs = f"an example took {tiny:.2g} s tiny, {small:.2g} s small, {big:.2g} s large"
+    mixed = small if large is None else (1 - LARGE_SHARE) * small + LARGE_SHARE * big
+    if seconds >= USEFUL_EXAMPLES * mixed:
+        return SizeChoice(None)
+    what = f"{target.op} {check}"
+    if large is None or big <= COSTLIER * small:
+        if small <= COSTLIER * tiny:
+            return SizeChoice(None, f"--conv-budget kept every size for {what}: cost does "
+                                    f"not grow with size ({costs})")
+        bounds = default
+    else:
+        bounds = dataclasses.replace(default, large=None)
+    if seconds < USEFUL_EXAMPLES * small and small > COSTLIER * tiny:
+        bounds = dataclasses.replace(
+            bounds, large=None, outputs=max(2, default.outputs // 2),
+            batch=min(default.batch, 2), channels_per_group=min(default.channels_per_group, 2))
+        return SizeChoice(bounds, f"--conv-budget chose small sizes for {what}: no large "
+                                  f"tier, outputs <= {bounds.outputs}, batch <= "
+                                  f"{bounds.batch}, channels per group <= "
+                                  f"{bounds.channels_per_group} ({costs})")
+    if bounds.large is not None:  # only tiny was costlier; nothing to cut that helps
+        return SizeChoice(None)
+    return SizeChoice(bounds, f"--conv-budget chose no large sizes for {what} ({costs})")
+
 
 @functools.lru_cache(maxsize=256)
-def case_strategy(check: str, op: str, caps: Capabilities) -> st.SearchStrategy[ConvCase]:
+def case_strategy(check: str, op: str, caps: Capabilities,
+                  bounds: Bounds | None = None) -> st.SearchStrategy[ConvCase]:
     """The cases ``check`` draws for ``op``: one strategy object per test, not per
-    example (a new one would be validated and labelled again each time)."""
+    example (a new one would be validated and labelled again each time).
+    ``bounds`` (what ``--conv-budget`` chose, `Budget.bounds`) applies to the
+    checks that draw ordinary cases; those with cases of their own keep theirs."""
     custom = REGISTRY[check].cases
-    return custom(op, caps) if custom else conv_cases(op, capabilities=caps)
+    return custom(op, caps) if custom else conv_cases(op, capabilities=caps, bounds=bounds)
 
 
 def _reach(case: ConvCase) -> None:
@@ -201,7 +344,8 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
     after shrinking, with ``is_final`` set.
     """
     __tracebackhide__ = True  # the report says it all; this frame is noise
-    strategy = case_strategy(check, target.op, check_capabilities(target, check))
+    caps = check_capabilities(target, check)
+    strategy = case_strategy(check, target.op, caps, Budget.bounds(target, check, caps))
     if Budget.spent() and not current_build_context().is_final:
         # Out of time: the case is still drawn (Hypothesis requires the same
         # choices to draw the same way) but not run nor counted, so the rest of

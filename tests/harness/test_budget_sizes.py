@@ -1,0 +1,61 @@
+"""--conv-budget adapts sizes, not only the number of examples (issue 15).
+
+``slow.py:by_size`` costs time in proportion to its work: an example of the
+large tier about half a second, a small one about a millisecond. With the
+default mix (about one example in five large) a 6 s budget would give some
+50 examples; measured before the search, the budget drops the large tier for
+that test (and says so in the summary), and the profile's 100 examples fit.
+The choice is made once per test, so shrinking and the final replay see the
+same strategy: the slow stride bug still gets its minimal case and its script
+fails alone. ``slow.py:correct`` costs the same per call whatever the size (as
+a compiler per shape does): its sizes stay.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+from tests.harness.test_triage import run_summary, scripts_exit_1
+
+SLOW = Path(__file__).resolve().parent / "slow.py"
+BUDGET = 6.0
+
+
+def test_a_budget_too_small_for_large_examples_draws_small_ones(run_pytest, tmp_path):
+    started = time.monotonic()
+    done = run_pytest("--impl", f"{SLOW}:by_size", "-k", "test_grad_input and conv2d]",
+                      "--conv-budget", str(BUDGET), "--conv-failures", tmp_path / "f")
+    took = time.monotonic() - started
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert re.search(r"noted \(not failures\): --conv-budget chose no large sizes for conv2d "
+                     r"grad_input \(an example took [\d.e-]+ s tiny, [\d.e-]+ s small, "
+                     r"[\d.e-]+ s large\)", done.stdout), done.stdout[-3000:]
+    summary = json.loads((tmp_path / "f" / "summary.json").read_text())
+    assert summary["implementations"][0]["examples"] == 100  # the profile's, within budget
+    # the tiny tier's sizes only: the large tier reaches K in the thousands
+    largest = re.search(r"reduction length K (\d+)", done.stdout)
+    assert largest and int(largest.group(1)) <= 200, done.stdout[-2000:]
+    assert not re.search(r"large (batch|channels|kernel)", done.stdout), done.stdout[-2000:]
+    assert took < BUDGET + 25, took  # start-up and the summary on top of the budget
+
+
+def test_sizes_chosen_once_keep_shrinking_and_replay_deterministic(run_pytest, tmp_path):
+    summary, failures, out = run_summary(run_pytest, tmp_path, "--impl",
+                                         f"{SLOW}:buggy_by_size", "-k",
+                                         "test_grad_input and conv2d]", "--conv-budget", "8")
+    (bug,) = summary["implementations"][0]["bugs"]
+    assert 3 in bug["params"]["stride"]  # the stride bug, shrunk
+    assert "--conv-budget chose no large sizes for conv2d grad_input" in out
+    assert "Flaky" not in out and "Unreliable" not in out
+    scripts_exit_1(failures, [bug])
+
+
+def test_cost_per_call_keeps_every_size(run_pytest, tmp_path):
+    done = run_pytest("--impl", f"{SLOW}:correct", "-k", "test_grad_input and conv2d]",
+                      "--conv-budget", "3", "--conv-failures", tmp_path / "f")
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert re.search(r"--conv-budget kept every size for conv2d grad_input: cost does not "
+                     r"grow with size", done.stdout), done.stdout[-3000:]
