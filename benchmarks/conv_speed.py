@@ -235,11 +235,14 @@ def main(argv: list[str] | None = None) -> int:
                       f"{100 * f_np / peak:4.0f}   {fb_np:8.1f} {fb_t:8.1f} "
                       f"{100 * fb_np / peak:4.0f}")
             print()
-            summary.append((name, gf, gfb, max(rfb)))
+            over = [f"{layer.label()} {r['peak'] / r['returned']:.2f}" for layer, r in rates
+                    if r["peak"] > 1.5 * r["returned"]]
+            summary.append((name, gf, gfb, max(rfb), over))
         print("targets (issue 14): float32 fwd+bwd <= 1.0 with no layer above 1.6, "
-              "float64 fwd+bwd <= 0.6")
-        for name, gf, gfb, worst in summary:
-            print(f"  {name}: fwd {gf:.2f}, fwd+bwd {gfb:.2f} (highest layer {worst:.2f})")
+              "float64 fwd+bwd <= 0.6; peak memory <= 1.5x the returned arrays")
+        for name, gf, gfb, worst, over in summary:
+            print(f"  {name}: fwd {gf:.2f}, fwd+bwd {gfb:.2f} (highest layer {worst:.2f}); "
+                  f"peak memory above 1.5x: {', '.join(over) if over else 'none'}")
         print(f"load average at end: {os.getloadavg()[0]:.1f}")
     return 0
 
