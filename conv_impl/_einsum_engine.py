@@ -650,8 +650,8 @@ def _leading_dimension(n: int, itemsize: int) -> int:
     OpenBLAS's packing of it thrashes them: measured (float32, one thread),
     (64 x 576) @ (576 x 1024) runs at 174 GFLOP/s with rows 1024 apart and at
     233 with rows 1040 apart; (16 x 27) @ (27 x 1024) at 117 against 189.
-    This is what made the channels-first GEMM orientation look slow in
-    float32 (sessions before 2026-12 moved float32 to channels-last for it).
+    This is much of what made the channels-first GEMM orientation look slow
+    in float32 (see ``_exact_correlate_nhwc``).
     """
     line = max(1, 64 // itemsize)
     lines = -(-n // line)
@@ -889,9 +889,13 @@ def _exact_correlate_nhwc(a: np.ndarray, lo: Optional[Ints], wm: np.ndarray,
     kernels (SkylakeX, on this project's Zen 5 machine) run the C_out/G-row
     orientation of ``_exact_correlate`` well below their peak when C_out/G
     is small (GFLOP/s, 64 x 577 x 1024: 155 vs 215; 32 x 801 x 1024: 85-110
-    vs 190), and the channels-last copy has long contiguous runs (37 vs 89 us
+    vs 190; most of that gap was the window copy's rows 4 kB apart, see
+    ``_leading_dimension``: with them padded, 233 vs 233 and 174 vs 204-218),
+    and the channels-last copy has long contiguous runs (37 vs 89 us
     per 64-channel 32x32 image); the transposes cost 36 + 22 us of that
-    (``TRANSPOSE_BYTES``).
+    (``TRANSPOSE_BYTES``). Measured on the benchmark's layers with the
+    padding (2026-12): channels-first ties on 64->64 (7.55 + 14.90 vs 7.60 +
+    15.09 ms fwd + bwd) and is 10-25% slower on 128->128 and 5x5.
     float64's kernels run both orientations alike, so float64 keeps
     ``_exact_correlate``. Chunks: whole images, or blocks of output rows of
     one image, so that the window copy is about CHUNK_BYTES.
