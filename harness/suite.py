@@ -32,6 +32,7 @@ from harness.reporting.script import render_script
 from harness.running.calling import CheckFailure
 from harness.running.capabilities import Capabilities
 from harness.triage.catalog import Bug
+from harness.triage.history import CALLS
 from strategies import conv_cases
 from strategies.problems import Bounds
 
@@ -132,6 +133,8 @@ class Found:
     drawn: ConvCase
     text: str
     case_file: Path | None
+    #: the run's record of calls when it failed (harness/triage/history.py)
+    calls: list = dataclasses.field(default_factory=list)
 
 
 #: the final failures of this process's searches, in order; harness/triage/search.py
@@ -235,7 +238,7 @@ def choose_sizes(target: Target, check: str, caps: Capabilities,
     """The sizes that leave ``seconds`` room for `USEFUL_EXAMPLES` examples of ``check``.
 
     Three examples are timed on fixed problems (after one not timed, which
-    pays for start-up): a tiny one (one of everything),
+    pays for start-up): a tiny one (the small one's kernel, one of everything else),
     a small one (the tiny tier's sizes) and a large one (the large tier's work
     budget). If the default mix of small and large examples (`LARGE_SHARE`)
     fits `USEFUL_EXAMPLES` in the time left, nothing changes. Otherwise the
@@ -257,7 +260,9 @@ def choose_sizes(target: Target, check: str, caps: Capabilities,
         # not timed: the first example of a process pays for torch's and the
         # implementation's start-up, which no later example does
         _cost(target, check, _sample_case(target.op, caps, 1, 1, 1, 2))
-        tiny = _cost(target, check, _sample_case(target.op, caps, 1, 1, 1, 1))
+        # the small sizes but what halving them would cut (batch, channels, positions):
+        # what cutting them can gain
+        tiny = _cost(target, check, _sample_case(target.op, caps, 1, 1, 3, 1))
         small = _cost(target, check, _sample_case(
             target.op, caps, 2, 2, 3, max(2, default.outputs // 2)))
         big = 0.0
@@ -365,8 +370,9 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
         return
     failure = fresh[0]
     text = failure_text(target.impl.spec, case, failure, check)
-    LAST_FAILING[:] = [Found(target, check, failure, case, text, None)]
+    LAST_FAILING[:] = [Found(target, check, failure, case, text, None, CALLS.snapshot())]
     if current_build_context().is_final:
         path = save_failure(target, failure, check, text, case)
+        CALLS.keep(path)  # the calls that led to it, before triage makes its own
         FOUND.append(Found(target, check, failure, case, text, path))
     raise CheckFailure(failure.check, text) from None

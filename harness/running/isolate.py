@@ -551,6 +551,15 @@ def _is_xdist_controller(config: pytest.Config) -> bool:
             and not getattr(config.option, "collectonly", False))
 
 
+def _observe(case: Any, function: str) -> Callable[[], None] | None:
+    """Before each call: the run's record of calls (for history-dependent bugs,
+    harness/triage/history.py), then the crash record, if any."""
+    from harness.triage.history import CALLS
+
+    CALLS(case, function)
+    return _recorder(case, function) if _recorder is not None else None
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     global _recorder
@@ -558,6 +567,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if not hasattr(config, "workerinput"):
         config.stash[_RECOVERED] = recover_crashes(_failures_dir(config))
+    if not _is_xdist_controller(config):  # the processes that call implementations
+        calling.set_call_observer(_observe)
 
     if config.getoption("--isolate"):
         isolate_implementations(config, loaded_implementations(config))
@@ -579,7 +590,6 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         process, run_id = f"pid{os.getpid()}", ""
     _recorder = CrashRecorder(_failures_dir(config), process, run_id)
-    calling.set_call_observer(_recorder)
 
 
 _FATAL_DIR = pytest.StashKey[str]()
@@ -595,17 +605,22 @@ def pytest_configure_node(node: Any) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    if _recorder is None:
-        return (yield)
+    from harness.triage.history import CALLS
+
     target = getattr(getattr(item, "callspec", None), "params", {}).get("target")
+    if target is None or not hasattr(target, "impl"):
+        return (yield)
     marker = item.get_closest_marker("conv_check")
-    if target is not None and hasattr(target, "impl"):
+    CALLS.spec = target.impl.spec
+    if _recorder is not None:
         _recorder.current = (target.impl.spec, target.impl.name,
                              marker.args[0] if marker else item.name)
     try:
         return (yield)
     finally:
-        _recorder.current = None
+        CALLS.spec = None
+        if _recorder is not None:
+            _recorder.current = None
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -730,8 +745,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 def pytest_unconfigure(config: pytest.Config) -> None:
     global _recorder
     _shutdown()
+    calling.set_call_observer(None)
     if _recorder is not None:
-        calling.set_call_observer(None)
         _recorder.forget_returned()  # the process ends normally: nothing to report
         _recorder = None
     handle = config.stash.get(_FATAL_FILE, None)

@@ -13,11 +13,17 @@ candidates, shortest first:
 * the same call twice ("first call right, the repeated call wrong": a kernel
   compiled or cached by the first call);
 * a call on the same problem with other values first (a cache keyed by
-  shape, keeping the first call's weights).
+  shape, keeping the first call's weights);
+* the calls the run itself made before the failing one, from its own record
+  (`CALLS`, the last `MAX_CALLS` calls of this process), then the shortest
+  tail of them that still shows it: a state built up over several calls (a
+  buffer pool, a counter), or left by particular values.
 
-What the harness recorded (the case file with ``before``) is enough to
-rebuild the sequence: the script and ``pytest --replay`` make those calls
-first.
+The harness's own record of the calls is enough to rebuild the sequence,
+and what it recorded in the case file (``before``) is enough to replay it:
+the script and ``pytest --replay`` make those calls first. Case files hold
+earlier calls on the failing call's problem; calls of the record on other
+problems are used once case files can hold them (`_keeps_problems`).
 """
 
 from __future__ import annotations
@@ -27,7 +33,11 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from harness.checks import oracle
 from harness.plugin import Target
@@ -44,6 +54,74 @@ from harness.running.calling import CheckFailure
 from harness.triage.catalog import Bug
 
 HISTORY = "history"  # the failure of a bug whose results depend on earlier calls
+#: calls of the implementations under test this process keeps (`CALLS`)
+MAX_CALLS = 32
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call the run made: which implementation (its spec), which function, on what."""
+
+    spec: str
+    function: str
+    case: ConvCase
+
+
+class CallLog:
+    """The last `MAX_CALLS` calls this process made of the implementation under test.
+
+    A call observer (harness/running/calling.py): harness/running/isolate.py
+    installs it, and says which implementation the current test calls
+    (``spec``; calls outside a conformance test are not recorded). It keeps
+    references to the cases, which nothing changes after they are drawn.
+    """
+
+    def __init__(self, size: int = MAX_CALLS):
+        self.spec: str | None = None
+        self.calls: deque[Call] = deque(maxlen=size)
+        #: the record as it was when a failure was saved, by its case file: the
+        #: explanation and follow-up searches make calls of their own afterwards
+        self.kept: dict[str, list[Call]] = {}
+
+    def __call__(self, case: ConvCase, function: str) -> None:
+        if self.spec is not None:
+            self.calls.append(Call(self.spec, function, case))
+
+    def snapshot(self) -> list[Call]:
+        return list(self.calls)
+
+    def keep(self, case_file: Path | None, calls: list[Call] | None = None) -> None:
+        """Keep the record (now, or ``calls``) for the failure saved in ``case_file``."""
+        if case_file is None:
+            return
+        while len(self.kept) >= 16:
+            self.kept.pop(next(iter(self.kept)))
+        self.kept[str(Path(case_file).resolve())] = self.snapshot() if calls is None else calls
+
+    def before(self, spec: str, function: str, case: ConvCase,
+               case_file: Path | None = None) -> list[Call]:
+        """``spec``'s recorded calls before its last call of ``function`` on ``case``
+        (same problem, same values), oldest first, from the record kept for
+        ``case_file`` if there is one; [] if that call is not recorded."""
+        kept = None if case_file is None else self.kept.get(str(Path(case_file).resolve()))
+        calls = [c for c in (self.calls if kept is None else kept) if c.spec == spec]
+        for i in range(len(calls) - 1, -1, -1):
+            if calls[i].function == function and _same_case(calls[i].case, case):
+                return calls[:i]
+        return []
+
+
+def _same_case(a: ConvCase, b: ConvCase) -> bool:
+    if a.problem != b.problem:
+        return False
+    arrays_a, arrays_b = a.arrays(), b.arrays()
+    return all((arrays_a[k] is None) == (arrays_b[k] is None) and
+               (arrays_a[k] is None or np.array_equal(arrays_a[k], arrays_b[k], equal_nan=True))
+               for k in arrays_a)
+
+
+#: this process's record of calls (see `CallLog`)
+CALLS = CallLog()
 #: failures whose script cannot be run alone to a verdict (it would hang or crash)
 _NOT_VERIFIED = frozenset({"timeout", "crashed", HISTORY})
 SCRIPT_SECONDS = 120.0
@@ -116,8 +194,9 @@ def _history(target: Target, bug: Bug) -> None:
             "the run, identical inputs gave a wrong result after other calls")
     rebuilt = rebuild(target, bug)
     if rebuilt is None:
-        head += ("\nno sequence rebuilt: neither the same call twice nor a call on the same "
-                 "problem with other values first shows it in a fresh process")
+        head += ("\nno sequence rebuilt: neither the same call twice, nor a call on the same "
+                 "problem with other values, nor the calls the run made before it (its own "
+                 "record, those a case file holds) show it in a fresh process")
         bug.trigger = f"depends on earlier calls (alone it passes); {bug.trigger}"
     else:
         path, label = rebuilt
@@ -143,15 +222,31 @@ def _other_values(case: ConvCase) -> ConvCase:
     return _data(case, case.problem, dict(case.layouts), False, seed=12345)
 
 
-def rebuild(target: Target, bug: Bug) -> tuple[Path, str] | None:
-    """A case file whose calls (``before``, then the failing one) show the bug in a
-    fresh process, and what came first; None if no candidate does."""
-    if bug.case_file is None or bug.function is None:
-        return None
-    record, case = load_case(target.failures_dir / bug.case_file)
-    candidates = [("the same call made once before", [(bug.function, case)]),
-                  ("a call on the same problem with other values",
-                   [(bug.function, _other_values(case))])]
+def _keeps_problems() -> bool:
+    """Whether case files hold earlier calls on other problems (a ``before`` entry
+    with its own ``params``): harness/reporting/failures.py decides."""
+    from harness.problem import ConvProblem
+    from strategies.cases import noise
+
+    def case(n: int) -> ConvCase:
+        p = ConvProblem(op="conv1d", batch=1, in_channels=1, out_channels=1, input_size=(n,),
+                        kernel_size=(1,), stride=(1,), padding=(0,), dilation=(1,), groups=1,
+                        bias=False, dtype="float64")
+        return ConvCase(problem=p, layouts={}, **{
+            name: None if shape is None else noise("floats", "float64", shape, 0)
+            for name, shape in p.shapes().items()})
+    record = case_record("x", case(1), HISTORY, "", before=[("conv1d", case(2))])
+    return "params" in record["before"][0]
+
+
+#: candidate sequences tried per bug, beyond the first two (a fresh process each)
+MAX_TRIALS = 6
+
+
+def _try(target: Target, record: dict, case: ConvCase,
+         candidates: list[tuple[str, list[tuple[str, ConvCase]]]]
+         ) -> tuple[dict, str] | None:
+    """Run the candidates' scripts at once; the first (in order) that fails, with its label."""
     with tempfile.TemporaryDirectory() as tmp:
         procs = []
         for i, (_, before) in enumerate(candidates):
@@ -160,12 +255,65 @@ def rebuild(target: Target, bug: Bug) -> tuple[Path, str] | None:
             script = Path(tmp) / f"candidate{i}.py"
             atomic_write(script, render_script(trial, case, name=script.name), durable=False)
             procs.append((trial, _start(script)))
+        found = None
         for (label, _), (trial, proc) in zip(candidates, procs):
-            if _fails(proc):
-                script = render_script(trial, case)
-                return save_case(target.failures_dir, trial, target.impl.name,
-                                 script=script), label
-    return None
+            if _fails(proc) and found is None:
+                found = trial, label
+        return found
+
+
+def _recorded(target: Target, bug: Bug, case: ConvCase,
+              case_file: Path) -> list[tuple[str, ConvCase]]:
+    """The calls the run made before the failing one (its own record), those a case
+    file can hold: all, or those on the failing call's problem."""
+    calls = CALLS.before(target.impl.spec, bug.function, case, case_file)
+    keep_all = _keeps_problems()
+    return [(c.function, c.case) for c in calls
+            if keep_all or c.case.problem == case.problem]
+
+
+def rebuild(target: Target, bug: Bug) -> tuple[Path, str] | None:
+    """A case file whose calls (``before``, then the failing one) show the bug in a
+    fresh process, and what came first; None if no candidate does."""
+    if bug.case_file is None or bug.function is None:
+        return None
+    case_file = target.failures_dir / bug.case_file
+    record, case = load_case(case_file)
+    found = _try(target, record, case, [
+        ("the same call made once before", [(bug.function, case)]),
+        ("a call on the same problem with other values", [(bug.function, _other_values(case))])])
+    if found is None:
+        found = _from_record(target, record, case, _recorded(target, bug, case, case_file))
+    if found is None:
+        return None
+    trial, label = found
+    script = render_script(trial, case)
+    return save_case(target.failures_dir, trial, target.impl.name, script=script), label
+
+
+def _from_record(target: Target, record: dict, case: ConvCase,
+                 calls: list[tuple[str, ConvCase]]) -> tuple[dict, str] | None:
+    """The shortest tail of the run's recorded calls that shows the bug, if all of them do.
+
+    All the recorded calls first (if they do not show it, no part of them
+    will, short of a state they do not hold); then the last 2, 4, 8, ...
+    calls, two at a time, the shortest that fails winning: at most
+    `MAX_TRIALS` fresh processes.
+    """
+    if not calls:
+        return None
+    whole = _try(target, record, case, [(f"the {len(calls)} calls the run made before it "
+                                         "(its own record)", calls)])
+    if whole is None:
+        return None
+    lengths = [n for n in (2, 4, 8, 16) if n < len(calls)][:MAX_TRIALS - 1]
+    for pair in (lengths[i:i + 2] for i in range(0, len(lengths), 2)):
+        shorter = _try(target, record, case, [
+            (f"the last {n} calls the run made before it (its own record)", calls[-n:])
+            for n in pair])
+        if shorter is not None:
+            return shorter
+    return whole
 
 
 def history_dependent(last, save_failure, saved_lines) -> Bug:
@@ -184,6 +332,7 @@ def history_dependent(last, save_failure, saved_lines) -> Bug:
         "Not shrunk: shrinking needs a failure that repeats.", last.text])
     history = CheckFailure(HISTORY, text, function=failure.function, case=case)
     path = save_failure(target, history, last.check, text, last.drawn)
+    CALLS.keep(path, last.calls)
     case_file = None if path is None else os.path.relpath(path, target.failures_dir)
     lines = [text] + (saved_lines(path) if path is not None else [])
     bug = Bug(check=last.check, failure=HISTORY, function=failure.function, op=case.problem.op,
