@@ -44,17 +44,24 @@ class LargeTier:
     draws its sizes up to these bounds instead of the tiny ones.
 
     ``kernel``, ``outputs`` (output positions per axis; for a transposed
-    problem, input positions), ``batch`` and ``channels_per_group`` are the
-    largest values; ``budget`` bounds the multiply-adds of one forward pass
-    (batch * channels * positions * K), so that a large example costs
-    milliseconds (2**17: measured, the main job's CPU time grew by 10-37% at
-    2**18, mostly in the linearity check's many calls); ``max_terms`` bounds the forward and input-gradient
-    reduction length K, below 8192 where a float32 result accumulated in
-    float16 would hide inside float32's rounding bound.
+    problem, input positions), ``positions`` (their product, per image),
+    ``batch`` and ``channels_per_group`` are the largest values; ``budget``
+    bounds the multiply-adds of one forward pass (batch * channels *
+    positions * K), so that a large example costs milliseconds (2**17:
+    measured, the main job's CPU time grew by 10-37% at 2**18, mostly in the
+    linearity check's many calls); ``max_terms`` bounds the forward and
+    input-gradient reduction length K, below 8192 where a float32 result
+    accumulated in float16 would hide inside float32's rounding bound.
+
+    One axis may take all the ``positions`` (``outputs`` >= 65 on every
+    axis): a bug that needs more than 64 positions per image then shrinks
+    to exactly 65 (1x65, 1x1x65), not to a product of two snapped axes
+    (5x13 or 2x33) where neither axis can shrink alone.
     """
 
     kernel: int
     outputs: int
+    positions: int
     batch: int = 17
     channels_per_group: int = 65
     budget: int = 2**17
@@ -83,12 +90,13 @@ class Bounds:
 #: The large tier: kernels up to 17 in 1-d (K = 17 * 65 = 1105; 33 doubled the
 #: main job's slowest test, the linearity check of conv_transpose1d, which
 #: loops over kernel offsets), 7 in 2-d, 5 in 3-d; output positions per image
-#: up to 1025, 33x33 = 1089 and 11**3 = 1331; 17 images (16 + 1); 65 channels
-#: per group (64 + 1): each one past a power of two.
+#: up to 1025, 33x33 = 1089 and 11**3 = 1331, any one axis up to 65 (1025 in
+#: 1-d); 17 images (16 + 1); 65 channels per group (64 + 1): each one past a
+#: power of two.
 LARGE_TIERS: dict[int, LargeTier] = {
-    1: LargeTier(kernel=17, outputs=1025),
-    2: LargeTier(kernel=7, outputs=33),
-    3: LargeTier(kernel=5, outputs=11),
+    1: LargeTier(kernel=17, outputs=1025, positions=1025),
+    2: LargeTier(kernel=7, outputs=65, positions=2**11 + 1),
+    3: LargeTier(kernel=5, outputs=65, positions=2**11 + 1),
 }
 
 DEFAULT_BOUNDS: dict[int, Bounds] = {
@@ -101,9 +109,14 @@ DEFAULT_BOUNDS: dict[int, Bounds] = {
 #: What one large example draws large (see `_Sizes`), one choice.
 #: The reduction (kernel and input channels, sharing the budget) also takes
 #: kernels to their largest: a focus of its own for the kernel made every
-#: focus rarer.
+#: focus rarer. The output channels are large on their own: when they shared
+#: the budget with the input channels (the square root each), in 2-d and 3-d
+#: the tiny kernel and positions left them above 32 in under 2% of the
+#: problems, and a bug in the tail of a block of 32 output channels went
+#: unfound in 14,400 examples (six seeds of four checks); the input channels
+#: are large in the reduction.
 FOCI: tuple[frozenset[str], ...] = (
-    frozenset({"batch"}), frozenset({"in", "out"}), frozenset({"positions"}),
+    frozenset({"batch"}), frozenset({"out"}), frozenset({"positions"}),
     frozenset({"kernel", "in"}))
 
 #: The tier is the problem's first choice, an integer in [0, ODDS]: ODDS picks
@@ -111,6 +124,16 @@ FOCI: tuple[frozenset[str], ...] = (
 #: 11% to 20% of the problems, depending on the operation and the run), and
 #: shrinking heads for 0, the tiny one.
 ODDS = 4
+
+#: A problem with more than one spatial axis draws a square geometry (one
+#: kernel size, stride, padding, dilation and output_padding for every axis,
+#: as most real layers have) when this choice, an integer in [0, SQUARE_ODDS],
+#: is SQUARE_ODDS; otherwise each axis draws its own, and shrinking heads
+#: there (0), to the axis a bug needs. Drawn independently, all four agree on
+#: every axis in under 1% of 2-d problems: JAX's conv2d backward crash (issue
+#: 15: kernel 2x2, stride 2x2, padding 1x1, on an input of 4x1) was never
+#: drawn in 10,000 problems.
+SQUARE_ODDS = 2
 
 #: float16's worst-case bound gamma(K) reaches 1 at K = 1024 (u = 2**-11): from
 #: there on it would allow any error as large as the result, so the check
@@ -139,18 +162,22 @@ def _sampled(options: tuple) -> st.SearchStrategy:
 
 
 def _per_axis(draw, values: st.SearchStrategy[int], axes: int, square: bool) -> tuple[int, ...]:
-    if square:
-        return (draw(values),) * axes
-    return tuple(draw(values) for _ in range(axes))
+    """One value per axis; ``square``: the first axis's on every axis.
+
+    Every axis is drawn either way, so that the choices keep their places:
+    the shrinker can drop a square geometry (a kernel of 7x7) for the
+    independent one (1x7) by lowering the square choice alone."""
+    drawn = tuple(draw(values) for _ in range(axes))
+    return (drawn[0],) * axes if square else drawn
 
 
 def _snapped(base: int, snap: int, hi: int) -> int:
-    """``base`` (snap 0), or the smallest power of two (snap 1) or power of two
-    plus one (snap 2) at least ``base``; at most ``hi``."""
+    """``base`` (snap 0), or the largest power of two (snap 1) or power of two
+    plus one (snap 2) at most ``base``; at most ``hi``."""
     if snap == 1:
-        base = 1 << (base - 1).bit_length()
-    elif snap == 2:
-        base = (1 << max(0, base - 2).bit_length()) + 1
+        base = 1 << (base.bit_length() - 1)
+    elif snap == 2 and base > 1:
+        base = (1 << (base - 1).bit_length() - 1) + 1
     return min(base, hi)
 
 
@@ -158,15 +185,22 @@ def _size(draw, lo: int, hi: int) -> int:
     """A size in [lo, hi] of the large tier: near a power of two or one past it
     two times in three, where blocked implementations keep their tails.
 
-    Two choices, a snap and a base: shrinking lowers the base, and the snapped
-    size with it, down to the smallest size that still fails (a bug that
-    needs more than 64 positions shrinks to 65, not back to tiny), and tries
-    snap 0 (the base itself) for a boundary that is no power of two.
+    Two choices, a snap and a base: the size is the base (snap 0) or the
+    largest power of two (snap 1) or power of two plus one (snap 2) at most
+    the base; the base runs to 1.5 * hi, so that the top power below ``hi``
+    is likely (and ``hi`` itself, for snap 0). Rounding down, not up, keeps
+    shrinking continuous: snap 0 never gives less than the other snaps, so
+    the shrinker can always drop the snap and then lower the base one by one
+    down to the smallest size that still fails (a bug that needs more than
+    32 channels ends at 33, a reduction K = C * kh * kw above 1024 at the
+    first C past it). Rounding up stopped it: 32 was base 17 snapped up, and
+    dropping the snap gave 17, so 5x7 kernels kept 32 channels (K = 1120)
+    where 30 (1050) still failed.
     """
     if hi <= lo:
         return lo
     snap = draw(_ints(0, 2))
-    base = draw(_ints(lo, hi))
+    base = draw(_ints(lo, hi + hi // 2))
     return max(lo, _snapped(base, snap, hi))
 
 
@@ -225,12 +259,15 @@ class _Sizes:
     """How one problem draws its sizes: the tiny bounds, or the large tier's.
 
     In the large tier one choice picks what is large (`FOCI`): the batch, the
-    channels, the positions, or the reduction (kernel and input channels). The budget allows one or two sizes near their largest at once,
-    not more: measured, when every size could be large at once, each got a
-    small share and fewer than 2% of large examples passed 64 positions. Each
-    large size gets an even share of what is left of the budget (the k-th
-    root for the k large sizes still to draw), so the channels in and out are
-    alike. The other sizes keep their tiny bounds, within the budget too.
+    output channels, the positions, or the reduction (kernel and input
+    channels). The budget allows one or two sizes near their largest at
+    once, not more: measured, when every size could be large at once, each
+    got a small share and fewer than 2% of large examples passed 64
+    positions. Each large axis gets an even share of what is left of the
+    budget (the k-th root for the k large axes still to draw), so the last
+    one drawn may take all that is left: one axis of a 2-d image alone can
+    reach 65 positions. The other sizes keep their tiny bounds, within the
+    budget too.
     """
 
     NAMES = ("kernel", "positions", "in", "out", "batch")
@@ -252,20 +289,22 @@ class _Sizes:
             for name in self.NAMES:
                 self.big[name] = name in focus and tiny[name] > 1 and top[name] > tiny[name]
 
-    def _hi(self, name: str, tiny: int, top: int, axes: int = 1) -> int:
-        """The largest value of one axis of size ``name``."""
+    def _hi(self, name: str, tiny: int, top: int, axes: int = 1, index: int = 0) -> int:
+        """The largest value of axis ``index`` (of ``axes``) of size ``name``."""
         room = max(1, self.tier.budget // self.cost)
         if not self.big.get(name):
             return max(1, min(tiny, room))
-        left = sum(1 for n in self.NAMES[self.NAMES.index(name):] if self.big.get(n))
-        share = room ** (1 / (left * axes))
+        if name == "positions":  # their product per image is bounded too
+            room = max(1, min(room, self.tier.positions // self._drawn_positions))
+        later = sum(1 for n in self.NAMES[self.NAMES.index(name) + 1:] if self.big.get(n))
+        share = room ** (1 / (axes - index + later * axes))
         return max(1, min(top, room, int(share + 1e-9)))
 
     def _draw(self, name: str, tiny: int, top: int, axes: int = 1, cap: int | None = None,
-              lo: int = 1) -> int:
+              lo: int = 1, index: int = 0) -> int:
         if self.tier is None:
             return self.draw(_ints(lo, tiny))
-        hi = self._hi(name, tiny, top, axes)
+        hi = self._hi(name, tiny, top, axes, index)
         if cap is not None:
             hi = max(1, min(hi, cap))
         hi = max(lo, hi)
@@ -274,38 +313,90 @@ class _Sizes:
         return value
 
     def kernel(self, axes: int, square: bool) -> tuple[int, ...]:
+        """Every axis is drawn, as in `_per_axis`; ``square``: the first one's
+        size on every axis (within the budget: the first axis's share is the
+        axes-th root of theirs)."""
         top = self.tier.kernel if self.tier else 0
-        if square:
-            k = self._draw("kernel", self.b.kernel, top, axes)
-            self.cost *= k ** (axes - 1)
-            return (k,) * axes
-        return tuple(self._draw("kernel", self.b.kernel, top, axes) for _ in range(axes))
+        drawn = tuple(self._draw("kernel", self.b.kernel, top, axes, index=i)
+                      for i in range(axes))
+        if not square:
+            return drawn
+        self.cost = self.cost // math.prod(drawn) * drawn[0] ** axes
+        return (drawn[0],) * axes
 
-    def _terms_cap(self) -> int | None:
+    def _terms_cap(self, later: int = 1) -> int | None:
         """For a float16-only implementation, batch * positions (the gradients' K)
-        stays within `max_terms` too."""
+        stays within `max_terms` too; ``later``: how many times the positions
+        still to draw may multiply them (see `positions`)."""
         if self.tier is None or self.max_terms > FLOAT16_MAX_TERMS:
             return None
-        return max(1, self.max_terms // self._drawn_positions)
+        return max(1, self.max_terms // (self._drawn_positions * later))
 
-    def positions(self, axes: int):
-        """Draws one output (transposed: input) size per axis, called in turn."""
+    def positions(self, axes: int, padding: tuple[int, ...] | None = None):
+        """Draws one output (transposed: input) size per axis, called in turn.
+
+        Large positions are drawn as their product per image first, then
+        split into axes (see `_split`). Where padding alone covers the
+        kernel an axis has more outputs than were drawn, up to 2 * padding + 1
+        (see `count`): a float16-only implementation's cap keeps room for
+        that on the axes still to draw.
+        """
         top = self.tier.outputs if self.tier else 0
         self._drawn_positions = 1
+        most = [2 * p + 1 for p in padding] if padding else [1] * axes
+        drawn = iter(range(axes))
+        split = (self.tier is not None and self.big.get("positions")
+                 and self.max_terms > FLOAT16_MAX_TERMS)
 
         def one() -> int:
-            value = self._draw("positions", self.b.outputs, top, axes, cap=self._terms_cap())
+            i = next(drawn)
+            if split:
+                value = self._split(i, axes)
+            else:
+                value = self._draw("positions", self.b.outputs, top, axes,
+                                   cap=self._terms_cap(math.prod(most[i + 1:])), index=i)
             self._drawn_positions *= value
             return value
         return one
 
-    def padded(self, input_size, kernel, stride, padding, dilation) -> None:
-        """Count the outputs the input really has: where padding alone covers the
-        kernel (input size 1) there are more than were drawn."""
-        drawn = self._drawn_positions
-        real = math.prod(conv_output_length(*axis) for axis in zip(
-            input_size, kernel, stride, padding, dilation))
-        self.cost = self.cost // drawn * real
+    def _split(self, index: int, axes: int) -> int:
+        """Axis ``index`` of large positions: the first draws their product P
+        (near a power of two or one past it, see `_size`), then each axis but
+        the last draws its share a and leaves floor(P / a) to the others, the
+        last takes what is left: at most P positions, exactly P when the
+        first axes are 1, where shrinking takes them.
+
+        Why not a size per axis: shrinking lowers the first axis first, and
+        stops where no single axis can shrink alone: a bug that needs more
+        than 64 positions ended at 3x22 = 66 or 2x33, never 65, since a
+        product lands on 65 only when the first axis divides it. Here P
+        shrinks to the boundary, 65, and the first axes to 1: 1x65.
+        """
+        top = self.tier.outputs
+        if index == 0:
+            later = sum(1 for n in self.NAMES[self.NAMES.index("positions") + 1:]
+                        if self.big.get(n))
+            room = max(1, self.tier.budget // self.cost)
+            hi = max(1, min(self.tier.positions, int(room ** (1 / (1 + later)) + 1e-9)))
+            self._left = _size(self.draw, 1, hi)
+        left = self._left
+        if index < axes - 1:
+            lo = -(-left // top ** (axes - 1 - index))
+            hi = min(top, left)
+            # drawn above its least, so that shrinking P lowers it too
+            value = lo + self.draw(_ints(0, hi - lo)) if hi > lo else lo
+            self._left = left // value
+        else:
+            value = left
+        self.cost *= value
+        return value
+
+    def count(self, drawn: int, real: int) -> None:
+        """An axis drawn with ``drawn`` outputs has ``real`` (more where padding
+        alone covers the kernel): what the later sizes' budget and caps count."""
+        self._drawn_positions = self._drawn_positions // drawn * real
+        if self.tier is not None:
+            self.cost = self.cost // drawn * real
 
     def channels(self, groups: int, kernel: tuple[int, ...]) -> tuple[int, int]:
         """(in, out) channels: ``groups`` times a number per group each; each is a
@@ -336,27 +427,29 @@ def _problems(draw, op: str, caps: Capabilities, b: Bounds) -> ConvProblem:
     only_float16 = allowed == ("float16",)
     sizes = _Sizes(draw, b, large,
                    FLOAT16_MAX_TERMS if only_float16 else (b.large.max_terms if large else 0))
-    square = _all_square(allowed, caps)
+    square = _all_square(allowed, caps) or (
+        axes > 1 and draw(_ints(0, SQUARE_ODDS)) == SQUARE_ODDS)
     kernel = sizes.kernel(axes, square)
     stride = _per_axis(draw, _ints(1, b.stride), axes, square)
     padding = _per_axis(draw, _ints(0, b.padding), axes, square)
     allowed = _unsquared(allowed, caps, kernel, stride, padding)
     dilated = _narrowed(allowed, caps, "dilation", True)  # the dtypes that take dilation
     if dilated:
-        dilation = _per_axis(draw, _ints(1, b.dilation), axes, _all_square(dilated, caps))
+        dilation = _per_axis(draw, _ints(1, b.dilation), axes,
+                             square or _all_square(dilated, caps))
         allowed = _unsquared(_narrowed(allowed, caps, "dilation",
                                        any(d != 1 for d in dilation)), caps, dilation)
     else:
         dilation = (1,) * axes
-    outputs = sizes.positions(axes)
+    outputs = sizes.positions(axes, None if spec.transposed else padding)
     if spec.transposed:
         input_size, padding, output_padding = _transposed_sizes(
-            draw, kernel, stride, padding, dilation, b, _all_square(allowed, caps), outputs)
+            draw, kernel, stride, padding, dilation, b, square or _all_square(allowed, caps),
+            outputs)
         allowed = _unsquared(allowed, caps, padding, output_padding)
     else:
-        input_size = _conv_sizes(draw, kernel, stride, padding, dilation, outputs)
+        input_size = _conv_sizes(draw, kernel, stride, padding, dilation, outputs, sizes.count)
         output_padding = ()
-        sizes.padded(input_size, kernel, stride, padding, dilation)
     groups = draw(_ints(1, b.groups)) if any(caps.holds("groups", d) for d in allowed) else 1
     allowed = _narrowed(allowed, caps, "groups", groups != 1)
     in_channels, out_channels = sizes.channels(groups, kernel)
@@ -375,19 +468,21 @@ def _problems(draw, op: str, caps: Capabilities, b: Bounds) -> ConvProblem:
     return dataclasses.replace(problem, dtype=dtype)
 
 
-def _conv_sizes(draw, kernel, stride, padding, dilation, outputs) -> tuple[int, ...]:
+def _conv_sizes(draw, kernel, stride, padding, dilation, outputs, count) -> tuple[int, ...]:
     """Input sizes from the number of outputs and the stride remainder per axis.
 
     size = (outputs - 1) * stride + effective kernel + remainder - 2 * padding,
     at least 1: the padded input then always holds the dilated kernel, so the
     problem is valid; where padding alone covers the kernel the size is 1.
-    ``outputs()`` draws one axis's number of outputs.
+    ``outputs()`` draws one axis's number of outputs; ``count(drawn, real)``
+    is told how many the axis really has.
     """
     sizes = []
     for k, s, p, d in zip(kernel, stride, padding, dilation):
         n = outputs()
         remainder = draw(_ints(0, s - 1))
         sizes.append(max(1, (n - 1) * s + d * (k - 1) + 1 + remainder - 2 * p))
+        count(n, conv_output_length(sizes[-1], k, s, p, d))
     return tuple(sizes)
 
 
