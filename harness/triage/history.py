@@ -15,9 +15,9 @@ candidates, shortest first:
 * a call on the same problem with other values first (a cache keyed by
   shape, keeping the first call's weights);
 * the calls the run itself made before the failing one, from its own record
-  (`CALLS`, the last `MAX_CALLS` calls of this process), then the shortest
-  tail of them that still shows it: a state built up over several calls (a
-  buffer pool, a counter), or left by particular values.
+  (`CALLS`, the last `MAX_CALLS` calls of this process): the shortest tail of
+  them that shows it (the last 1, 2, 4, ... calls): a state built up over
+  several calls (a buffer pool, a counter), or left by particular values.
 
 The harness's own record of the calls is enough to rebuild the sequence,
 and what it recorded in the case file (``before``) is enough to replay it:
@@ -54,8 +54,11 @@ from harness.running.calling import CheckFailure
 from harness.triage.catalog import Bug
 
 HISTORY = "history"  # the failure of a bug whose results depend on earlier calls
-#: calls of the implementations under test this process keeps (`CALLS`)
-MAX_CALLS = 32
+#: calls of the implementations under test this process keeps (`CALLS`): a state
+#: may have been built while Hypothesis shrank, long before the final failing call
+MAX_CALLS = 128
+#: and at most this many bytes of their arrays (large cases are a megabyte or so)
+MAX_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -82,10 +85,17 @@ class CallLog:
         #: the record as it was when a failure was saved, by its case file: the
         #: explanation and follow-up searches make calls of their own afterwards
         self.kept: dict[str, list[Call]] = {}
+        self.bytes = 0  # of the recorded calls' arrays
 
     def __call__(self, case: ConvCase, function: str) -> None:
-        if self.spec is not None:
-            self.calls.append(Call(self.spec, function, case))
+        if self.spec is None:
+            return
+        if len(self.calls) == self.calls.maxlen:
+            self.bytes -= _size(self.calls[0].case)
+        self.calls.append(Call(self.spec, function, case))
+        self.bytes += _size(case)
+        while self.bytes > MAX_BYTES and len(self.calls) > 1:
+            self.bytes -= _size(self.calls.popleft().case)
 
     def snapshot(self) -> list[Call]:
         return list(self.calls)
@@ -109,6 +119,10 @@ class CallLog:
             if calls[i].function == function and _same_case(calls[i].case, case):
                 return calls[:i]
         return []
+
+
+def _size(case: ConvCase) -> int:
+    return sum(a.nbytes for a in case.arrays().values() if a is not None)
 
 
 def _same_case(a: ConvCase, b: ConvCase) -> bool:
@@ -239,10 +253,6 @@ def _keeps_problems() -> bool:
     return "params" in record["before"][0]
 
 
-#: candidate sequences tried per bug, beyond the first two (a fresh process each)
-MAX_TRIALS = 6
-
-
 def _try(target: Target, record: dict, case: ConvCase,
          candidates: list[tuple[str, list[tuple[str, ConvCase]]]]
          ) -> tuple[dict, str] | None:
@@ -265,11 +275,12 @@ def _try(target: Target, record: dict, case: ConvCase,
 def _recorded(target: Target, bug: Bug, case: ConvCase,
               case_file: Path) -> list[tuple[str, ConvCase]]:
     """The calls the run made before the failing one (its own record), those a case
-    file can hold: all, or those on the failing call's problem."""
+    file can hold: those of the same op, or only those on the failing call's problem."""
     calls = CALLS.before(target.impl.spec, bug.function, case, case_file)
     keep_all = _keeps_problems()
     return [(c.function, c.case) for c in calls
-            if keep_all or c.case.problem == case.problem]
+            if c.case.problem == case.problem
+            or (keep_all and c.case.problem.op == case.problem.op)]
 
 
 def rebuild(target: Target, bug: Bug) -> tuple[Path, str] | None:
@@ -293,27 +304,21 @@ def rebuild(target: Target, bug: Bug) -> tuple[Path, str] | None:
 
 def _from_record(target: Target, record: dict, case: ConvCase,
                  calls: list[tuple[str, ConvCase]]) -> tuple[dict, str] | None:
-    """The shortest tail of the run's recorded calls that shows the bug, if all of them do.
+    """The shortest tail of the run's recorded calls that shows the bug.
 
-    All the recorded calls first (if they do not show it, no part of them
-    will, short of a state they do not hold); then the last 2, 4, 8, ...
-    calls, two at a time, the shortest that fails winning: at most
-    `MAX_TRIALS` fresh processes.
+    The last 1, 2, 4, 8, ... calls, then all of them, two candidates at a
+    time (a fresh process each), the shortest that fails winning: a state
+    built by the last calls is found quickly, one built long before costs a
+    few more rounds.
     """
-    if not calls:
-        return None
-    whole = _try(target, record, case, [(f"the {len(calls)} calls the run made before it "
-                                         "(its own record)", calls)])
-    if whole is None:
-        return None
-    lengths = [n for n in (2, 4, 8, 16) if n < len(calls)][:MAX_TRIALS - 1]
-    for pair in (lengths[i:i + 2] for i in range(0, len(lengths), 2)):
-        shorter = _try(target, record, case, [
-            (f"the last {n} calls the run made before it (its own record)", calls[-n:])
-            for n in pair])
-        if shorter is not None:
-            return shorter
-    return whole
+    lengths = [n for n in (1, 2, 4, 8, 16, 32, 64) if n < len(calls)] + [len(calls)]
+    for pair in (lengths[i:i + 2] for i in range(0, len(lengths), 2)) if calls else ():
+        found = _try(target, record, case, [
+            (f"the last {n} call{'s' if n > 1 else ''} the run made before it (its own "
+             "record)", calls[-n:]) for n in pair])
+        if found is not None:
+            return found
+    return None
 
 
 def history_dependent(last, save_failure, saved_lines) -> Bug:
