@@ -244,9 +244,11 @@ def choose_sizes(target: Target, check: str, caps: Capabilities,
     fits `USEFUL_EXAMPLES` in the time left, nothing changes. Otherwise the
     large tier goes, if a large example costs over `COSTLIER` times a small
     one, and if even small ones do not fit, the small sizes are halved too,
-    if a small example costs over `COSTLIER` times a tiny one. Where cost does
-    not grow with size (a per-call compiler) the sizes stay: cutting them
-    would cost coverage and gain no examples.
+    if a small example costs over `COSTLIER` times a tiny one and a large one
+    no less than a small one (one timing each: a measurement where the large
+    example is the cheaper is noise, a compiler's, not growth). Where cost
+    does not grow with size (a per-call compiler) the sizes stay: cutting
+    them would cost coverage and gain no examples.
     """
     from strategies.problems import DEFAULT_BOUNDS
     from harness.problem import OPS
@@ -280,13 +282,13 @@ def choose_sizes(target: Target, check: str, caps: Capabilities,
         return SizeChoice(None)
     what = f"{target.op} {check}"
     if large is None or big <= COSTLIER * small:
-        if small <= COSTLIER * tiny:
+        if small <= COSTLIER * tiny or big < small:
             return SizeChoice(None, f"--conv-budget kept every size for {what}: cost does "
                                     f"not grow with size ({costs})")
         bounds = default
     else:
         bounds = dataclasses.replace(default, large=None)
-    if seconds < USEFUL_EXAMPLES * small and small > COSTLIER * tiny:
+    if seconds < USEFUL_EXAMPLES * small and small > COSTLIER * tiny and big >= small:
         bounds = dataclasses.replace(
             bounds, large=None, outputs=max(2, default.outputs // 2),
             batch=min(default.batch, 2), channels_per_group=min(default.channels_per_group, 2))
