@@ -63,7 +63,7 @@ class LargeTier:
     outputs: int
     positions: int
     batch: int = 17
-    channels_per_group: int = 65
+    channels_per_group: int = 129
     budget: int = 2**17
     max_terms: int = 4096
 

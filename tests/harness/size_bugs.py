@@ -8,8 +8,8 @@ one and shrink it to the boundary (tests/harness/test_size_tiers.py):
 
     positions_tail   output positions per image > 64, not a multiple of 64:
                      the last position of the tail block is left 0      -> 65
-    channels_tail    output channels > 32: the tail channels get channel
-                     0's weights                                        -> 33
+    channels_tail    output channels per group > 32: the tail channels of
+                     each group get the group's first channel's weights -> 33
     batch_block      batch > 8, not a multiple of 8: the tail images lose
                      their bias                                         -> 9
     large_kernel     a kernel of 7 or more on some axis: the last kernel
@@ -19,6 +19,11 @@ one and shrink it to the boundary (tests/harness/test_size_tiers.py):
     half_inputs      the same K, inputs rounded to float16 (a half-precision
                      GEMM): random data round both ways and hide it
                      inside float32's bound; constant data show it
+    narrow_input     an input axis narrower than its dilated kernel (padding
+                     makes room for the window): the first output along it
+                     is left 0                        -> input 1, kernel 2, padding 1
+                     (not a size bug, a reachability one: issue 15's JAX crash
+                     needs such an axis; in NARROW)
 """
 
 from __future__ import annotations
@@ -64,11 +69,24 @@ def _positions_tail(conv, x, weight, bias, kw):
 
 
 def _channels_tail(conv, x, weight, bias, kw):
-    if weight.shape[0] <= 32 or kw["groups"] != 1:
+    per_group = weight.shape[0] // kw["groups"]
+    if per_group <= 32:
         return conv(x, weight, bias, **kw)
     wrong = np.array(weight)
-    wrong[32:] = weight[0]
+    for first in range(0, weight.shape[0], per_group):
+        wrong[first + 32:first + per_group] = weight[first]
     return conv(x, wrong, bias, **kw)
+
+
+def _narrow_input(conv, x, weight, bias, kw):
+    y = conv(x, weight, bias, **kw)
+    for axis, (n, k, d) in enumerate(zip(x.shape[2:], weight.shape[2:], kw["dilation"])):
+        if n < d * (k - 1) + 1:
+            index = [slice(None)] * y.ndim
+            index[2 + axis] = 0
+            y[tuple(index)] = 0
+            break
+    return y
 
 
 def _batch_block(conv, x, weight, bias, kw):
@@ -148,3 +166,5 @@ large_kernel = _module(**{op: _wrapped(op, _large_kernel) for op in _PLAIN})
 long_reduction = _module(**{op: _wrapped(op, _long_reduction) for op in _PLAIN})
 #: not in ALL: caught by coherent data only (see test_size_tiers.py)
 half_inputs = _module(**{op: _wrapped(op, _half_inputs) for op in _PLAIN})
+#: not in ALL: a shape, not a size (see test_size_tiers.py)
+narrow_input = _module(**{op: _wrapped(op, _narrow_input) for op in _PLAIN})
