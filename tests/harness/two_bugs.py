@@ -117,13 +117,18 @@ def _swap_forward(x, weight, bias, **kw):
 
 
 def _swap_backward(grad_output, x, weight, bias, **kw):
-    gx, gw, gb = einsum.conv2d_backward(grad_output, x, weight, bias, **kw)
-    return _swapped(gx, weight), gw, gb
+    """The exact gradients of `_swap_forward`: those of the unswapped forward at the
+    swapped grad_output (the swap is its own transpose and commutes with the
+    per-image convolution)."""
+    return einsum.conv2d_backward(_swapped(grad_output, weight), x, weight, bias, **kw)
 
 
 #: Forward and backward both exchange images 0 and 1 of odd batches (3 or more) with
-#: kernels of more than one tap. Consistent with itself: adjoint and finite
-#: differences (even stacked batches) hold; pointwise and delta kernels have one tap.
+#: kernels of more than one tap. Consistent with itself: every identity of the adjoint
+#: (grad_weight's too) and finite differences (even stacked batches) hold; pointwise and
+#: delta kernels have one tap. (Swapping only grad_input, as this once did, left
+#: grad_weight the unswapped forward's, which the adjoint's weight identity sees once
+#: the strategies draw a three-image batch with a two-tap kernel.)
 #: Among the oracle-free checks batch_consistency sees it, and linearity, whose split
 #: weight can have a single tap where the whole one has two.
 batch_swap = _conv2d_only(_swap_forward, _swap_backward)
