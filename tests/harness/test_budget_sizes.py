@@ -2,8 +2,8 @@
 
 ``slow.py:by_size`` costs time in proportion to its work: an example of the
 large tier about half a second, a small one about a millisecond. With the
-default mix (about one example in five large) a 6 s budget would give some
-50 examples; measured before the search, the budget drops the large tier for
+default mix (about one example in five large) a 4 s budget would give some
+40 examples; measured before the search, the budget drops the large tier for
 that test (and says so in the summary), and the profile's 100 examples fit.
 The choice is made once per test, so shrinking and the final replay see the
 same strategy: the slow stride bug still gets its minimal case and its script
@@ -21,7 +21,7 @@ from pathlib import Path
 from tests.harness.test_triage import run_summary, scripts_exit_1
 
 SLOW = Path(__file__).resolve().parent / "slow.py"
-BUDGET = 6.0
+BUDGET = 4.0
 
 
 def test_a_budget_too_small_for_large_examples_draws_small_ones(run_pytest, tmp_path):
@@ -55,7 +55,7 @@ def test_sizes_chosen_once_keep_shrinking_and_replay_deterministic(run_pytest, t
 
 def test_cost_per_call_keeps_every_size(run_pytest, tmp_path):
     done = run_pytest("--impl", f"{SLOW}:correct", "-k", "test_grad_input and conv2d]",
-                      "--conv-budget", "3", "--conv-failures", tmp_path / "f")
+                      "--conv-budget", "2", "--conv-failures", tmp_path / "f")
     assert done.returncode == 0, done.stdout[-3000:]
     assert re.search(r"--conv-budget kept every size for conv2d grad_input: cost does not "
                      r"grow with size", done.stdout), done.stdout[-3000:]
