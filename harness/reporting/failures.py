@@ -77,9 +77,10 @@ def case_record(impl_spec: str, case: ConvCase, check: str, message: str,
     ``run_check`` is the registered check that was running (what a replay
     runs again), ``check`` when omitted.
 
-    ``before``: (function, case) of calls on the same problem that must come
-    first, for a failure that depends on earlier calls; the script and a
-    replay make them before the failing one.
+    ``before``: (function, case) of calls that must come first, for a failure
+    that depends on earlier calls; the script and a replay make them before
+    the failing one. A call on another problem (of the same op) keeps its own
+    ``params`` and ``layouts``.
 
     ``packed``: the arrays as ``packed_inputs`` (raw bytes in base64, with
     dtype and shape) instead of ``inputs``, for a record written before every
@@ -104,10 +105,16 @@ def case_record(impl_spec: str, case: ConvCase, check: str, message: str,
         "versions": _versions(),
         "message": message,
     }
-    if before:  # calls on the same problem that must come first (results depend on them)
-        record["before"] = [{"function": function, "inputs": {
-            name: None if a is None else a.tolist() for name, a in earlier.arrays().items()}}
-            for function, earlier in before]
+    if before:  # calls that must come first (results depend on them)
+        record["before"] = []
+        for function, earlier in before:
+            entry: dict[str, Any] = {"function": function, "inputs": {
+                name: None if a is None else a.tolist() for name, a in earlier.arrays().items()}}
+            if earlier.problem != case.problem:  # another problem of the same op
+                entry["params"] = earlier.problem.params()
+                entry["layouts"] = {name: earlier.layouts.get(name, "C")
+                                    for name, a in earlier.arrays().items() if a is not None}
+            record["before"].append(entry)
     impl_file = _impl_file(impl_spec)
     if impl_file is not None:
         record["impl_file"] = impl_file
@@ -258,13 +265,16 @@ def case_from_record(record: dict[str, Any], path: Path | str = "<record>") -> C
 
 
 def earlier_calls(record: dict[str, Any], case: ConvCase) -> list[tuple[str, ConvCase]]:
-    """The record's ``before`` calls as (function, case on the same problem), in order."""
+    """The record's ``before`` calls as (function, case), in order: on the failing
+    call's problem unless the entry has ``params`` of its own."""
     out = []
     for call in record.get("before") or []:
+        problem = (ConvProblem.from_params(record["op"], call["params"]) if "params" in call
+                   else case.problem)
+        layouts = dict(call.get("layouts") or case.layouts)
         arrays = {name: None if raw is None else np.array(raw, dtype=np.float64).astype(
-            case.problem.dtype) for name, raw in call["inputs"].items()}
-        out.append((call["function"], ConvCase(problem=case.problem, layouts=dict(case.layouts),
-                                                **arrays)))
+            problem.dtype) for name, raw in call["inputs"].items()}
+        out.append((call["function"], ConvCase(problem=problem, layouts=layouts, **arrays)))
     return out
 
 

@@ -92,8 +92,9 @@ weight = {weight}
 bias = {bias}
 grad_output = {grad_output}
 INPUTS = {{"x": x, "weight": weight, "bias": bias, "grad_output": grad_output}}
-# Calls made before the failing one, in this order, on the same problem (their
-# results are not checked): the failure depends on them.
+# Calls made before the failing one, in this order (their results are not
+# checked): the failure depends on them. (function, inputs, keyword arguments and
+# layouts; None: the failing call's, on the same problem.)
 BEFORE = {before}
 '''
 
@@ -146,16 +147,21 @@ ARGUMENTS = {{"forward": ("x", "weight", "bias"), "backward": ("grad_output", "x
 
 def call_before(impl):
     """The calls that came before the failing one (BEFORE), results unchecked."""
-    for function, inputs in BEFORE:
+    for function, inputs, kwargs, layouts in BEFORE:
         kind = "backward" if function.endswith("_backward") else "forward"
-        call(getattr(impl, function), *ARGUMENTS[kind], inputs=inputs)
+        try:
+            call(getattr(impl, function), *ARGUMENTS[kind], inputs=inputs, kwargs=kwargs,
+                 layouts=layouts)
+        except Exception:  # what an earlier call did is not what this case checks
+            pass
 
 
-def call(function, *names, inputs=None):
+def call(function, *names, inputs=None, kwargs=None, layouts=None):
     """Call the implementation on fresh inputs; they must come back unchanged."""
     inputs = INPUTS if inputs is None else inputs
-    given = {{name: None if a is None else layout(a, LAYOUTS[name]) for name, a in inputs.items()}}
-    result = function(*(given[name] for name in names), **KWARGS)
+    layouts = LAYOUTS if layouts is None else layouts
+    given = {{name: None if a is None else layout(a, layouts[name]) for name, a in inputs.items()}}
+    result = function(*(given[name] for name in names), **(KWARGS if kwargs is None else kwargs))
     for name, original in inputs.items():
         if original is not None and not np.array_equal(given[name], original, equal_nan=True):
             raise Failed(f"input_changed: {{function.__name__}} changed its input {{name!r}} in place")
@@ -344,10 +350,15 @@ def _before(record: dict[str, Any], p) -> str:
         return "[]"
     out = []
     for call in calls:
+        other = type(p).from_params(p.op, call["params"]) if "params" in call else p
         inputs = ", ".join(
-            f"{name!r}: " + _literal(None if raw is None else np.asarray(raw), p.dtype, 12)
+            f"{name!r}: " + _literal(None if raw is None else np.asarray(raw), other.dtype, 12)
             for name, raw in call["inputs"].items())
-        out.append(f"    ({call['function']!r}, {{{inputs}}}),")
+        kwargs = layouts = None
+        if other is not p:  # another problem: its own arguments and layouts
+            kwargs = "dict(" + ", ".join(f"{k}={v!r}" for k, v in other.kwargs().items()) + ")"
+            layouts = repr(call.get("layouts"))
+        out.append(f"    ({call['function']!r}, {{{inputs}}}, {kwargs}, {layouts}),")
     return "[\n" + "\n".join(out) + "\n]"
 
 
