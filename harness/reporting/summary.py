@@ -210,7 +210,8 @@ class Summary:
                 f"{labels.get(name, name)} {size}" for name, size in record.largest.items()))
         if notes:
             lines.append("  noted (not failures): " + ", ".join(
-                f"{text} ({count} calls)" for text, count in sorted(notes.items())))
+                f"{text} ({count} {'time' if count == 1 else 'times'})"
+                for text, count in sorted(notes.items())))
         if tally:
             lines.append("  features covered: " + ", ".join(
                 f"{name} ({count})" for name, count in sorted(tally.items())))
