@@ -87,12 +87,12 @@ class Bounds:
     large: LargeTier | None = None
 
 
-#: The large tier: kernels up to 17 in 1-d (K = 17 * 65 = 1105; 33 doubled the
-#: main job's slowest test, the linearity check of conv_transpose1d, which
-#: loops over kernel offsets), 7 in 2-d, 5 in 3-d; output positions per image
-#: up to 1025, 33x33 = 1089 and 11**3 = 1331, any one axis up to 65 (1025 in
-#: 1-d); 17 images (16 + 1); 65 channels per group (64 + 1): each one past a
-#: power of two.
+#: The large tier: kernels up to 17 in 1-d (33 doubled the main job's slowest
+#: test, the linearity check of conv_transpose1d, which loops over kernel
+#: offsets), 7 in 2-d, 5 in 3-d; output positions per image up to 1025 in 1-d
+#: and 2049 in 2-d and 3-d, any one axis up to 65; 17 images (16 + 1); 129
+#: channels per group (128 + 1; with 65, a 1-d K = 17 * 65 = 1105 passed 1024
+#: in about one problem in 1000): each one past a power of two.
 LARGE_TIERS: dict[int, LargeTier] = {
     1: LargeTier(kernel=17, outputs=1025, positions=1025),
     2: LargeTier(kernel=7, outputs=65, positions=2**11 + 1),
@@ -278,6 +278,8 @@ class _Sizes:
         self.max_terms = max_terms
         self.cost = 1  # multiply-adds per forward pass of what is drawn so far
         self._drawn_positions = 1
+        self._splitting = False  # large positions drawn as a product (`_split`)
+        self._left = 1  # what `_split` leaves to the axes still to draw
         self.big: dict[str, bool] = {}
         if self.tier is not None:
             t = self.tier
@@ -347,11 +349,12 @@ class _Sizes:
         drawn = iter(range(axes))
         split = (self.tier is not None and self.big.get("positions")
                  and self.max_terms > FLOAT16_MAX_TERMS)
+        self._splitting = bool(split)
 
         def one() -> int:
             i = next(drawn)
             if split:
-                value = self._split(i, axes)
+                value = self._split(i, axes, most[-1])
             else:
                 value = self._draw("positions", self.b.outputs, top, axes,
                                    cap=self._terms_cap(math.prod(most[i + 1:])), index=i)
@@ -359,7 +362,7 @@ class _Sizes:
             return value
         return one
 
-    def _split(self, index: int, axes: int) -> int:
+    def _split(self, index: int, axes: int, last_most: int) -> int:
         """Axis ``index`` of large positions: the first draws their product P
         (near a power of two or one past it, see `_size`), then each axis but
         the last draws its share a and leaves floor(P / a) to the others, the
@@ -371,13 +374,18 @@ class _Sizes:
         than 64 positions ended at 3x22 = 66 or 2x33, never 65, since a
         product lands on 65 only when the first axis divides it. Here P
         shrinks to the boundary, 65, and the first axes to 1: 1x65.
+
+        Within the budget: an axis that padding gives more outputs than drawn
+        leaves the others less (`count`); the last one may have up to
+        ``last_most`` however few were drawn, so P leaves room for that.
         """
         top = self.tier.outputs
         if index == 0:
             later = sum(1 for n in self.NAMES[self.NAMES.index("positions") + 1:]
                         if self.big.get(n))
             room = max(1, self.tier.budget // self.cost)
-            hi = max(1, min(self.tier.positions, int(room ** (1 / (1 + later)) + 1e-9)))
+            hi = max(1, min(self.tier.positions,
+                            int(room ** (1 / (1 + later)) + 1e-9) // last_most))
             self._left = _size(self.draw, 1, hi)
         left = self._left
         if index < axes - 1:
@@ -397,6 +405,8 @@ class _Sizes:
         self._drawn_positions = self._drawn_positions // drawn * real
         if self.tier is not None:
             self.cost = self.cost // drawn * real
+        if self._splitting and real > drawn:
+            self._left = max(1, self._left * drawn // real)
 
     def channels(self, groups: int, kernel: tuple[int, ...]) -> tuple[int, int]:
         """(in, out) channels: ``groups`` times a number per group each; each is a
