@@ -330,15 +330,18 @@ def test_the_suite_finds_size_bugs_and_shrinks_them_to_the_boundary(run_pytest, 
 
 @pytest.mark.parametrize("bug,op,minimal", [
     ("large_kernel", "conv2d", lambda p: p.kernel_size == (7, 1) and p.batch == 1),
+    # K just past 1024 (seen: 1032), or, where the data shrank to ones, which
+    # float16 sums exactly up to 2048, just past 2048 (seen: 2057 = 121 x 17)
     ("long_reduction", "conv1d",
-     lambda p: p.dtype == "float32" and 1024 < p.forward_terms() <= 1100 and p.batch == 1),
+     lambda p: p.dtype == "float32" and p.batch == 1 and (
+         1024 < p.forward_terms() <= 1100 or 2048 < p.forward_terms() <= 2200)),
 ], ids=["large_kernel-conv2d", "long_reduction-conv1d"])
 def test_the_forward_check_shrinks_kernel_and_k_bugs_to_the_boundary(bug, op, minimal):
     """The forward check alone, on the suite's cases, searched longer than the
     default 100 (a kernel of 7 or a float32 K above 1024 is in about 1% of the
-    problems). In 2-d, K shrank to 2052 (57 channels, 6x6) in one search: the
-    data had shrunk to ones, which float16 sums exactly up to 2048, and a
-    smaller K needs data that do not round exactly, a later and larger
+    problems). K may stop just past 2048 instead (seen: 2052 in 2-d, 2057 in
+    1-d): the data had shrunk to ones, which float16 sums exactly up to 2048,
+    and a smaller K needs data that do not round exactly, a later and larger
     choice that the shrinker does not raise."""
     impl = load_implementation(f"{HERE / 'size_bugs.py'}:{bug}")
     case = find(conv_cases(op), lambda c: fails("forward", impl, c),
