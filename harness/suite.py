@@ -306,11 +306,10 @@ def case_strategy(check: str, op: str, caps: Capabilities,
                   bounds: Bounds | None = None) -> st.SearchStrategy[ConvCase]:
     """The cases ``check`` draws for ``op``: one strategy object per test, not per
     example (a new one would be validated and labelled again each time).
-    ``bounds`` (what ``--conv-budget`` chose, `Budget.bounds`) applies to every
-    check's cases, its own kind of cases included (small ones excepted)."""
+    ``bounds`` (what ``--conv-budget`` chose, `Budget.bounds`) applies to the
+    checks that draw ordinary cases; those with cases of their own keep theirs."""
     custom = REGISTRY[check].cases
-    return (custom(op, caps, bounds) if custom
-            else conv_cases(op, capabilities=caps, bounds=bounds))
+    return custom(op, caps) if custom else conv_cases(op, capabilities=caps, bounds=bounds)
 
 
 def _reach(case: ConvCase) -> None:

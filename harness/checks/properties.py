@@ -599,14 +599,13 @@ def check_batch_consistency(impl: Implementation, case: ConvCase,
                          f"{grad} of the batch is not the sum of its images' ({why})")
 
 
-def batch_cases(op: str, caps, bounds=None) -> st.SearchStrategy[ConvCase]:
+def batch_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
     """Cases of two images or more (one image has nothing to be consistent with).
 
     The problem is filtered before its values are drawn, so that a rejected
     batch-1 problem costs no data and is not counted as an example run."""
     s = _strategies()
-    problems = s.conv_problems(op, capabilities=caps, bounds=bounds).filter(
-        lambda p: p.batch > 1)
+    problems = s.conv_problems(op, capabilities=caps).filter(lambda p: p.batch > 1)
     contiguous_only = caps.for_op(op).holds
 
     @st.composite
@@ -664,10 +663,10 @@ def _strategies():  # imported late: strategies import harness modules
     return strategies
 
 
-def pointwise_cases(op: str, caps, bounds=None) -> st.SearchStrategy[ConvCase]:
+def pointwise_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
     """Cases with a 1x1 kernel (stride, padding and groups still drawn)."""
     s = _strategies()
-    bounds = dataclasses.replace(bounds or s.DEFAULT_BOUNDS[_ndim(op)], kernel=1)
+    bounds = dataclasses.replace(s.DEFAULT_BOUNDS[_ndim(op)], kernel=1)
     return s.conv_cases(op, capabilities=caps, bounds=bounds)
 
 
@@ -676,10 +675,10 @@ def _ndim(op: str) -> int:
     return OPS[op].spatial_dims
 
 
-def delta_cases(op: str, caps, bounds=None) -> st.SearchStrategy[ConvCase]:
+def delta_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
     """Cases whose weight is non-zero at one kernel offset only."""
     s = _strategies()
-    cases = s.conv_cases(op, capabilities=caps, bounds=bounds)
+    cases = s.conv_cases(op, capabilities=caps)
 
     @st.composite
     def delta(draw) -> ConvCase:
@@ -700,9 +699,8 @@ SMALL_BOUNDS = {1: dict(kernel=3, stride=3, padding=2, dilation=2, outputs=4, ba
                         groups=2, channels_per_group=1)}
 
 
-def small_float64_cases(op: str, caps, bounds=None) -> st.SearchStrategy[ConvCase]:
-    """Small problems in float64 (else the widest dtype the implementation takes);
-    small already, so ``bounds`` (a budget's smaller sizes) does not apply."""
+def small_float64_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
+    """Small problems in float64 (else the widest dtype the implementation takes)."""
     s = _strategies()
     widest = "float64" if "float64" in caps.dtypes else max(
         caps.dtypes, key=lambda d: np.dtype(d).itemsize)
@@ -778,7 +776,7 @@ register(Check("delta_kernel", check_delta_kernel, (), oracle=False, cases=delta
                description="a delta kernel shifts and subsamples the padded input"))
 
 
-def _invalid_cases(op: str, caps, bounds=None) -> st.SearchStrategy[ConvCase]:
+def _invalid_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
     from strategies.invalid import invalid_cases
     return invalid_cases(op, capabilities=caps)
 

@@ -8,7 +8,7 @@ around them, and the harness's own tests call them directly.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import numpy as np
 from hypothesis.strategies import SearchStrategy
@@ -20,9 +20,6 @@ from harness.problem import ConvCase
 from harness.running.calling import CheckFailure, call_backward, call_forward, observing
 from harness.running.capabilities import Capabilities
 from harness.running.loader import Implementation
-
-if TYPE_CHECKING:  # strategies import harness modules: no import at run time
-    from strategies import Bounds
 
 GRADIENTS: tuple[str, ...] = ("grad_input", "grad_weight", "grad_bias")
 
@@ -81,8 +78,7 @@ class Check:
     and/or ``"backward"`` (``conv2d_backward``), all required; an empty tuple
     means it runs with whichever of them the implementation provides.
     ``cases``, if given, replaces the default case strategy
-    (``cases(op, capabilities, bounds)``; ``bounds`` None: the default sizes,
-    else what ``--conv-budget`` chose), e.g. for checks that need small float64
+    (``cases(op, capabilities)``), e.g. for checks that need small float64
     problems.
     """
 
@@ -90,7 +86,7 @@ class Check:
     run: Callable[[Implementation, ConvCase, float | None], None]
     needs: tuple[str, ...]
     oracle: bool
-    cases: Callable[[str, Capabilities, Bounds | None], SearchStrategy[ConvCase]] | None = None
+    cases: Callable[[str, Capabilities], SearchStrategy[ConvCase]] | None = None
     description: str = ""
     #: time per example relative to a single oracle check (measured by
     #: benchmarks/harness_throughput.py): pytest runs the costly tests first,
