@@ -21,9 +21,8 @@ candidates, shortest first:
 
 The harness's own record of the calls is enough to rebuild the sequence,
 and what it recorded in the case file (``before``) is enough to replay it:
-the script and ``pytest --replay`` make those calls first. Case files hold
-earlier calls on the failing call's problem; calls of the record on other
-problems are used once case files can hold them (`_keeps_problems`).
+the script and ``pytest --replay`` make those calls first; an earlier call
+on another problem keeps its own parameters there.
 """
 
 from __future__ import annotations
@@ -236,23 +235,6 @@ def _other_values(case: ConvCase) -> ConvCase:
     return _data(case, case.problem, dict(case.layouts), False, seed=12345)
 
 
-def _keeps_problems() -> bool:
-    """Whether case files hold earlier calls on other problems (a ``before`` entry
-    with its own ``params``): harness/reporting/failures.py decides."""
-    from harness.problem import ConvProblem
-    from strategies.cases import noise
-
-    def case(n: int) -> ConvCase:
-        p = ConvProblem(op="conv1d", batch=1, in_channels=1, out_channels=1, input_size=(n,),
-                        kernel_size=(1,), stride=(1,), padding=(0,), dilation=(1,), groups=1,
-                        bias=False, dtype="float64")
-        return ConvCase(problem=p, layouts={}, **{
-            name: None if shape is None else noise("floats", "float64", shape, 0)
-            for name, shape in p.shapes().items()})
-    record = case_record("x", case(1), HISTORY, "", before=[("conv1d", case(2))])
-    return "params" in record["before"][0]
-
-
 def _try(target: Target, record: dict, case: ConvCase,
          candidates: list[tuple[str, list[tuple[str, ConvCase]]]]
          ) -> tuple[dict, str] | None:
@@ -274,13 +256,10 @@ def _try(target: Target, record: dict, case: ConvCase,
 
 def _recorded(target: Target, bug: Bug, case: ConvCase,
               case_file: Path) -> list[tuple[str, ConvCase]]:
-    """The calls the run made before the failing one (its own record), those a case
-    file can hold: those of the same op, or only those on the failing call's problem."""
+    """The calls the run made before the failing one (its own record) of the same op,
+    the calls a case file can hold."""
     calls = CALLS.before(target.impl.spec, bug.function, case, case_file)
-    keep_all = _keeps_problems()
-    return [(c.function, c.case) for c in calls
-            if c.case.problem == case.problem
-            or (keep_all and c.case.problem.op == case.problem.op)]
+    return [(c.function, c.case) for c in calls if c.case.problem.op == case.problem.op]
 
 
 def rebuild(target: Target, bug: Bug) -> tuple[Path, str] | None:

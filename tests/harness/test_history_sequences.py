@@ -16,9 +16,7 @@ import re
 from pathlib import Path
 
 from harness.problem import ConvCase, ConvProblem
-import pytest
-
-from harness.triage.history import CallLog, _keeps_problems
+from harness.triage.history import CallLog
 from strategies.cases import noise
 from tests.harness.test_triage import run_summary, scripts_exit_1
 
@@ -43,8 +41,6 @@ def test_a_state_built_over_several_calls_is_rebuilt_from_the_run_record(run_pyt
     assert again.returncode == 1 and "still fails" in again.stdout, again.stdout[-2000:]
 
 
-@pytest.mark.skipif(not _keeps_problems(), reason="case files hold earlier calls on the "
-                    "failing call's problem only (harness/reporting/failures.py `before`)")
 def test_earlier_calls_on_other_problems_are_rebuilt_from_the_run_record(run_pytest, tmp_path):
     """The state is keyed by the arrays' shapes: the calls that built it were on other
     problems (same shapes, another stride or dilation), as tinygrad's were."""
