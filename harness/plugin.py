@@ -209,7 +209,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("target", [pytest.param(None, marks=pytest.mark.skip(
             reason=f"oracle check {check!r} not run: PyTorch is not importable"))], ids=["no-torch"])
         return
-    metafunc.parametrize("target", targets(metafunc.config, check), ids=str)
+    found = targets(metafunc.config, check)
+    if not found:  # pytest's own empty parameter set would run the test on NOTSET
+        metafunc.parametrize("target", [pytest.param(None, marks=pytest.mark.skip(
+            reason=not_run_reason(metafunc.config, check)))], ids=["not-run"])
+        return
+    metafunc.parametrize("target", found, ids=str)
+
+
+def not_run_reason(config: pytest.Config, check: str) -> str:
+    """Why no implementation under test runs ``check``: what it needs, what each provides."""
+    provided = "; ".join(f"{impl.name} provides {', '.join(impl.functions)}"
+                         for impl in config.stash[IMPLEMENTATIONS])
+    return f"check {check!r} not run: it needs {REGISTRY[check].requirement()}; {provided}"
 
 
 @pytest.hookimpl(tryfirst=True)  # before the replay plugin puts the regression corpus first

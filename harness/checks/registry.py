@@ -105,6 +105,25 @@ class Check:
         """The functions the check may call: those it needs, else ``op`` and its backward."""
         return self.functions(op) or (op, f"{op}_backward")
 
+    def requirement(self) -> str:
+        """What an implementation must provide for the check, in words."""
+        if not self.needs:
+            return "a forward or a backward of the operation (conv2d or conv2d_backward, ...)"
+        return " and ".join({"forward": "a forward (conv2d, ...)",
+                             "backward": "a backward (conv2d_backward, ...)"}[kind]
+                            for kind in self.needs) + (" of the same operation"
+                                                       if len(self.needs) > 1 else "")
+
+    def missing(self, impl: Implementation, op: str) -> tuple[str, ...]:
+        """The functions ``impl`` lacks to run the check on ``op`` (empty: it runs).
+
+        For a check that runs with either function, both are listed when both
+        are missing.
+        """
+        if self.applies_to(impl, op):
+            return ()
+        return tuple(name for name in self.calls(op) if not impl.has(name))
+
     def applies_to(self, impl: Implementation, op: str) -> bool:
         if self.needs:
             return all(impl.has(name) for name in self.functions(op))

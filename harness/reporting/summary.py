@@ -45,6 +45,7 @@ class ImplementationRecord:
     bugs: list[Bug] = field(default_factory=list)  # as each test found them, not merged
     largest: dict[str, int] = field(default_factory=dict)  # the largest sizes reached
     crashed: list[str] = field(default_factory=list)  # tests whose process died
+    skipped: dict[tuple[str, str], str] = field(default_factory=dict)  # (check, op) -> why
 
 
 class Summary:
@@ -73,7 +74,7 @@ class Summary:
         marker = item.get_closest_marker("conv_check")
         callspec = getattr(item, "callspec", None)
         target = callspec.params.get("target") if callspec else None
-        if marker is not None and target is not None and (
+        if marker is not None and hasattr(target, "impl") and (
                 call.when == "call" or report.skipped):
             report.user_properties.append((PROPERTY, {
                 "impl": target.impl.name, "op": target.op, "check": marker.args[0],
@@ -95,6 +96,8 @@ class Summary:
             slot = (value["check"], value["op"])
             if record.outcomes.get(slot) != "failed":
                 record.outcomes[slot] = outcome
+            if report.skipped:
+                record.skipped[slot] = _skip_reason(report)
             record.tally.update(value["tally"])
             record.examples[slot] += value["tally"].get("examples", 0)
             record.bugs += [Bug.from_json(raw) for raw in value.get("bugs", [])]
@@ -138,7 +141,9 @@ class Summary:
                 "examples_per_test": {f"{check} {op}": n for (check, op), n in
                                       sorted(record.examples.items())},
                 "notes": sorted(notes), "largest": dict(record.largest),
-                "crashed": list(record.crashed)})
+                "crashed": list(record.crashed),
+                "operations_not_run": operations_not_provided(impl),
+                "checks_not_run": checks_not_run(impl, record)})
         return {"implementations": out}
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -218,11 +223,57 @@ class Summary:
         excluded = impl.capabilities.not_generated()
         if excluded:
             lines.append("  not generated (its CAPABILITIES): " + ", ".join(excluded))
-        missing = impl.missing()
-        if missing:
-            lines.append("  not run (functions it does not provide): " + ", ".join(missing))
-        not_run = sorted(check for check in REGISTRY
-                         if not any(c == check for (c, _) in record.outcomes))
-        if not_run:
-            lines.append("  checks not run: " + ", ".join(not_run))
+        lines += not_run_lines(impl, record)
         return lines
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    """The reason pytest gives for a skipped test (``skip(reason=...)``)."""
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def operations_not_provided(impl: Implementation) -> list[str]:
+    """The operations of which ``impl`` provides neither the forward nor the backward."""
+    return [op for op, spec in OPS.items()
+            if not impl.has(op) and not impl.has(spec.backward_name)]
+
+
+def checks_not_run(impl: Implementation, record: ImplementationRecord) -> list[dict[str, str]]:
+    """Each (check, operation) that did not run on an operation ``impl`` provides, and why:
+    a function it lacks, or the reason its test was skipped (contract section 2)."""
+    out = []
+    absent = operations_not_provided(impl)
+    for check, registered in REGISTRY.items():
+        for op in OPS:
+            if op in absent:
+                continue
+            missing = registered.missing(impl, op)
+            if missing:
+                joined = (" and " if registered.needs else " or ").join(missing)
+                reason = f"needs {joined}, which it does not provide"
+            elif (check, op) in record.skipped:
+                reason = record.skipped[(check, op)]
+            elif (check, op) not in record.outcomes:
+                reason = "not collected (deselected, or the run stopped first)"
+            else:
+                continue
+            out.append({"check": check, "op": op, "reason": reason})
+    return out
+
+
+def not_run_lines(impl: Implementation, record: ImplementationRecord) -> list[str]:
+    """The summary's lines of what did not run: operations, then checks grouped by reason."""
+    lines = []
+    absent = operations_not_provided(impl)
+    if absent:
+        lines.append(f"  operations not run (it provides neither the function nor its "
+                     f"backward): {', '.join(absent)}")
+    by_reason: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for entry in checks_not_run(impl, record):
+        by_reason[entry["reason"]][entry["check"]].append(entry["op"])
+    for reason, checks in by_reason.items():
+        lines.append("  not run: " + ", ".join(
+            f"{check} ({', '.join(ops)})" for check, ops in checks.items()) + f": {reason}")
+    return lines
