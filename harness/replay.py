@@ -15,9 +15,13 @@ one `pytest.UsageError` (exit status 4) naming the file and the problem.
 
 The same machinery replays the committed regression corpus
 (tests/regressions/*.json, see harness/conformance/test_regressions.py;
-installed, the copy the wheel carries) on every run against every
-implementation under test; those tests are moved to the front of the run,
-before any random search.
+installed, the copy the wheel carries) on every run; those tests are moved
+to the front of the run, before any random search. A case belongs to the
+implementation that recorded it: by default it is replayed only against
+that one (``--conv-regressions own``); ``--conv-regressions all`` replays
+every case against every implementation under test, and a failure is then
+that implementation's own: reported in its words, with its trigger, saved
+as its case file and listed among its bugs in the summary.
 
 This module is a ``pytest11`` entry point (``conv_harness_replay``), loaded
 before any conftest; `harness.plugin` loads the implementations first.
@@ -25,6 +29,8 @@ before any conftest; `harness.plugin` loads the implementations first.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -36,6 +42,7 @@ from harness.running.calling import CheckFailure
 from harness.running.loader import (
     Implementation,
     SpecError,
+    _is_path,
     load_implementation,
     split_spec,
 )
@@ -57,6 +64,7 @@ def _regressions_dir() -> Path:
 
 REGRESSIONS_DIR = _regressions_dir()
 REGRESSION_MARKER = "conv_regression"
+REGRESSION_MODES = ("own", "all", "none")
 #: JSON files of a failures folder that are not case files (harness/reporting/summary.py's)
 NOT_CASE_FILES = frozenset({"summary.json"})
 
@@ -90,6 +98,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run only the saved failure case FILE (a JSON file from --conv-failures, or a "
              "folder of them) again, against the implementation it names or each --impl; "
              "may be given several times")
+    group.addoption(
+        "--conv-regressions", choices=REGRESSION_MODES, default="own",
+        help="which implementations the committed regression corpus (tests/regressions/) is "
+             "replayed against: own (default: each case only against the implementation "
+             "that recorded it), all (every case against every implementation under test), "
+             "none")
 
 
 # --- loading ----------------------------------------------------------------
@@ -306,8 +320,68 @@ def corpus_files(folder: Path = REGRESSIONS_DIR) -> list[Path]:
     return sorted(folder.glob("*.json")) if folder.is_dir() else []
 
 
-def run_regression(impl: Implementation, path: Path, timeout: float | None) -> None:
-    """Replay one committed regression case against ``impl`` (for test_regressions.py)."""
+def _module_file(module: str, base: Path) -> Path | None:
+    """The file a spec's module part names: a path (relative to ``base``) or a dotted name."""
+    if _is_path(module):
+        path = Path(module).expanduser()
+        return (path if path.is_absolute() else base / path).resolve()
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    origin = getattr(found, "origin", None)
+    return Path(origin).resolve() if origin else None
+
+
+def recorded_for(recorded: str, impl: Implementation, base: Path | None = None) -> bool:
+    """Whether the spec a case file recorded (``recorded``) names ``impl``.
+
+    The same spec, or the same file and attribute however each was written
+    (``conv_impl.tutorial`` and ``conv_impl/tutorial.py``); a relative path
+    is read from ``base``, the folder the corpus was recorded in.
+    """
+    if recorded == impl.spec or recorded == impl.loads_from:
+        return True
+    (module, attr), (other, other_attr) = split_spec(recorded), split_spec(impl.spec)
+    if attr != other_attr:
+        return False
+    a, b = _module_file(module, base or Path.cwd()), _module_file(other, Path.cwd())
+    return a is not None and a == b
+
+
+def _recorded_in(folder: Path) -> Path:
+    """The folder the corpus's relative specs were recorded in: the clone's root."""
+    return folder.parents[1] if folder.name == "regressions" and len(folder.parents) > 1 \
+        else Path.cwd()
+
+
+def corpus_cases(impls: list[Implementation], mode: str,
+                 folder: Path = REGRESSIONS_DIR) -> list[tuple[Implementation, Path]]:
+    """The (implementation, case file) pairs the regression corpus replays in ``mode``."""
+    if mode == "none":
+        return []
+    base = _recorded_in(folder)
+    out = []
+    for path in corpus_files(folder):
+        try:
+            recorded = json.loads(path.read_text()).get("impl")
+        except (OSError, ValueError, AttributeError):
+            recorded = None  # broken: replayed against every one, where it fails as broken
+        for impl in impls:
+            if mode == "all" or not isinstance(recorded, str) or \
+                    recorded_for(recorded, impl, base):
+                out.append((impl, path))
+    return out
+
+
+def run_regression(item: pytest.Item, impl: Implementation, path: Path,
+                   timeout: float | None, failures_dir: Path) -> None:
+    """Replay one committed regression case against ``impl`` (for test_regressions.py).
+
+    A failure is ``impl``'s own, whoever recorded the case: the report is the
+    one a conformance test gives (its spec, its trigger, its case file and
+    script), and the bug goes into its bug list in the summary.
+    """
     __tracebackhide__ = True
     try:
         record, case = load_case(path)
@@ -318,8 +392,44 @@ def run_regression(impl: Implementation, path: Path, timeout: float | None) -> N
     ran = record.get("run_check") or record["check"]
     if ran not in REGISTRY:
         pytest.fail(f"broken regression case: {path}: unknown check {ran!r}", pytrace=False)
+    replay = ReplayCase(path=path, record=record, case=case, impls=[impl])
+    reason = skip_reason(impl, ran, case)
+    if reason:
+        pytest.skip(reason)
+    failure = _regression_failure(impl, replay, timeout)
+    if failure is not None:  # raised here, not in an except block: one report, not two
+        pytest.fail(_own_failure(item, impl, replay, failure, timeout, failures_dir),
+                    pytrace=False)
+
+
+def _regression_failure(impl: Implementation, replay: ReplayCase,
+                        timeout: float | None) -> CheckFailure | None:
+    from harness.checks.registry import run_check
+
+    _call_before(impl, replay, timeout)
     try:
-        replay_case(impl, ReplayCase(path=path, record=record, case=case, impls=[impl]),
-                    timeout)
-    except ReplayFailure as failure:
-        pytest.fail(str(failure), pytrace=False)
+        run_check(replay.ran, impl, replay.case, timeout)
+    except CheckFailure as failure:
+        return failure
+    return None
+
+
+def _own_failure(item: pytest.Item, impl: Implementation, replay: ReplayCase,
+                 failure: CheckFailure, timeout: float | None, failures_dir: Path) -> str:
+    """Save, explain and record a regression failure as ``impl``'s bug; its report."""
+    from harness import suite
+    from harness.plugin import Target
+    from harness.reporting.summary import REPLAYED
+    from harness.triage.search import BUGS, describe
+
+    target = Target(impl, replay.case.problem.op, timeout, failures_dir)
+    text = suite.failure_text(impl.spec, replay.case, failure, replay.ran)
+    case_file = suite.save_failure(target, failure, replay.ran, text, replay.case)
+    bug = describe(suite.Found(target, replay.ran, failure, replay.case, text, case_file))
+    item.stash[BUGS] = [bug.to_json()]
+    item.stash[REPLAYED] = (impl.name, target.op, replay.ran)
+    recorded = replay.record.get("impl")
+    whose = ("it recorded" if isinstance(recorded, str) and recorded_for(
+        recorded, impl, _recorded_in(replay.path.parent)) else f"recorded for {recorded}")
+    return (f"{impl.spec} {target.op}: fails regression case {suite.shown_path(replay.path)} "
+            f"({whose})\n{bug.report}")

@@ -34,6 +34,9 @@ SUMMARY_FILE = "summary.json"
 PROPERTY = "conv_harness"
 _TALLY = pytest.StashKey[Counter]()
 _SIZES = pytest.StashKey[dict]()
+#: (implementation name, op, check) of a test that is not a conformance test but whose
+#: failure is that implementation's bug: a regression case replayed (harness/replay.py)
+REPLAYED = pytest.StashKey[tuple[str, str, str]]()
 _TEST_ID = re.compile(r"::test_(\w+)\[(.+)\]$")
 
 
@@ -82,6 +85,11 @@ class Summary:
                 "bugs": item.stash.get(BUGS, []),
                 "sizes": item.stash.get(_SIZES, {}),
                 "torch": oracle.torch_available()}))
+        elif REPLAYED in item.stash and call.when == "call":  # only a failure sets it
+            impl, op, check = item.stash[REPLAYED]
+            report.user_properties.append((PROPERTY, {
+                "impl": impl, "op": op, "check": check, "tally": {},
+                "bugs": item.stash.get(BUGS, []), "sizes": {}, "torch": True}))
         return report
 
     # -- on the controller ----------------------------------------------------
@@ -270,10 +278,12 @@ def not_run_lines(impl: Implementation, record: ImplementationRecord) -> list[st
     if absent:
         lines.append(f"  operations not run (it provides neither the function nor its "
                      f"backward): {', '.join(absent)}")
-    by_reason: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    ops_of: dict[tuple[str, str], list[str]] = defaultdict(list)  # (reason, check) -> ops
     for entry in checks_not_run(impl, record):
-        by_reason[entry["reason"]][entry["check"]].append(entry["op"])
-    for reason, checks in by_reason.items():
-        lines.append("  not run: " + ", ".join(
-            f"{check} ({', '.join(ops)})" for check, ops in checks.items()) + f": {reason}")
+        ops_of[(entry["reason"], entry["check"])].append(entry["op"])
+    grouped: dict[tuple[str, tuple[str, ...]], list[str]] = defaultdict(list)
+    for (reason, check), ops in ops_of.items():
+        grouped[(reason, tuple(ops))].append(check)
+    for (reason, ops), checks in grouped.items():
+        lines.append(f"  not run on {', '.join(ops)}: {', '.join(checks)}: {reason}")
     return lines

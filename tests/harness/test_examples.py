@@ -60,7 +60,7 @@ def summary_block(stdout: str, name: str) -> str:
 def test_the_numpy_examples_pass_the_suite(run_pytest, tmp_path):
     impls = [arg for stem in NUMPY_EXAMPLES for arg in ("--impl", f"examples/{stem}.py")]
     result = run_examples(run_pytest, *impls, *SUITE, "tests/conformance/test_regressions.py",
-                          "-rA", examples=10)
+                          "--conv-regressions", "all", "-rA", examples=10)
     out = result.stdout
     assert result.returncode == 0, out + result.stderr
     for stem, op in NUMPY_EXAMPLES.items():
@@ -78,7 +78,8 @@ def test_the_numpy_examples_pass_the_suite(run_pytest, tmp_path):
                 assert f"{feature} (" in block, (feature, block)
         else:
             assert excluded and excluded.group(1).split(", ") == NOT_DECLARED, block
-    # The 2-D ones also replay the regression corpus (the tutorial's shrunk cases).
+    # The 2-D ones also replay the regression corpus (the tutorial's shrunk cases,
+    # replayed against them because --conv-regressions all asks for it).
     for stem, op in NUMPY_EXAMPLES.items():
         if op == "conv2d":
             assert re.search(rf"PASSED tests/conformance/test_regressions.py::test_regression\[{stem}-",

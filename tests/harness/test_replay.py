@@ -88,8 +88,60 @@ def test_replay_of_a_folder_under_xdist_collects_only_the_replays(run_pytest):
     assert "still fails" in done.stdout and "largest error" in done.stdout
 
 
+def test_corpus_cases_belong_to_the_implementation_that_recorded_them():
+    """Default: a case only against its recorder, however its spec is written."""
+    by_spec = {json.loads(p.read_text())["impl"]: p for p in CORPUS}
+    tutorial = load_implementation("conv_impl.tutorial")
+    as_file = load_implementation("conv_impl/tutorial.py")
+    variant = load_implementation("tools/tutorial_variants.py:stride_bug_square")
+    einsum = load_implementation("conv_impl.einsum")
+    own = replay.corpus_cases([tutorial, as_file, variant, einsum], "own")
+    assert (tutorial, by_spec["conv_impl.tutorial"]) in own
+    assert (as_file, by_spec["conv_impl.tutorial"]) in own
+    assert (variant, by_spec["tools/tutorial_variants.py:stride_bug_square"]) in own
+    assert len(own) == 3 and not [impl for impl, _ in own if impl is einsum]
+    assert len(replay.corpus_cases([tutorial, einsum], "all")) == 2 * len(CORPUS)
+    assert replay.corpus_cases([tutorial], "none") == []
+    # the same module, another attribute: another implementation
+    fixed = load_implementation("conv_impl.tutorial:fixed")
+    assert not replay.recorded_for("conv_impl.tutorial", fixed)
+    assert replay.corpus_cases([fixed], "own") == []
+
+
+def test_the_corpus_is_not_replayed_against_others_by_default(run_pytest):
+    done = run_pytest("--impl", "conv_impl.einsum", "-k", "test_regression", "-rs")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "test_regression[none]" in done.stdout or "1 skipped" in done.stdout
+    assert "no case of the regression corpus was recorded for the implementations under " \
+           "test" in done.stdout
+
+
+def test_replayed_against_another_a_failure_is_its_own_bug_reported_once(run_pytest, tmp_path):
+    """``--conv-regressions all``: the tutorial fails the stride variant's case in its own
+    words (its spec, its trigger, its case file), once, and the bug is in its bug list."""
+    done = run_pytest("--impl", "conv_impl.tutorial", "--conv-regressions", "all",
+                      "-k", "test_regression", "--conv-failures", tmp_path / "f")
+    out = done.stdout
+    assert done.returncode == 1, out + done.stderr
+    assert f"{len(CORPUS)} failed" in out
+    assert "During handling" not in out and "still fails" not in out
+    assert "recorded: check" not in out and "failed for tools/" not in out
+    assert "(recorded for tools/tutorial_variants.py:stride_bug_square)" in out
+    assert out.count("conv_impl.tutorial conv2d: check 'grad_input' failed") == len(CORPUS)
+    assert "trigger:   fails when stride >= 3" in out
+    [record] = json.loads((tmp_path / "f" / "summary.json").read_text())["implementations"]
+    assert record["verdict"] == "failed"
+    assert len(record["bugs"]) == len(CORPUS)
+    for bug in record["bugs"]:  # saved as the tutorial's own case files
+        saved = json.loads((tmp_path / "f" / bug["case_file"]).read_text())
+        assert saved["impl"] == "conv_impl.tutorial"
+    assert {b["trigger"].split(";")[0] for b in record["bugs"]} == {
+        "fails when padding >= 1", "fails when stride >= 3 and outputs >= 2"}
+
+
 def test_regression_corpus_is_collected_before_the_random_search(run_pytest):
-    done = run_pytest("--co", "--impl", "conv_impl.einsum", "--impl", "conv_impl.direct")
+    done = run_pytest("--co", "--impl", "conv_impl.einsum", "--impl", "conv_impl.direct",
+                      "--conv-regressions", "all")
     ids = [line for line in done.stdout.splitlines() if "::" in line]
     regressions = [i for i in ids if "test_regressions.py" in i]
     assert len(regressions) == 2 * len(CORPUS)
