@@ -11,13 +11,23 @@ instead calls plain functions::
                     dilation, groups) -> (grad_input, grad_weight, grad_bias)
 
 :class:`LayerAdapter` bridges the two.  For each call it builds a fresh layer
-for the problem, overwrites its parameters with copies of the problem's
-``weight`` and ``bias`` (in the layer's own layout and in the input dtype),
-runs ``forward`` (and, for the backward check, ``forward`` then
-``backward``), maps the results back to the contract's layouts and order and
-returns them in the input dtype.  Its ``CAPABILITIES`` never claim more than
+for the problem, sets its parameters to the problem's ``weight`` and
+``bias`` (in the layer's own layout), runs ``forward`` (and, for the
+backward check, ``forward`` then ``backward``), and maps the results back to
+the contract's layouts and order.  Its ``CAPABILITIES`` never claim more than
 a plain layer class can do: no dilation, no groups, no ``bias=None``, and,
 when the constructor takes single ints, square problems only.
+
+It shows the layer as it is (contract section 2): the layer gets the
+harness's arrays themselves (views when its layout is another axis order;
+a C-contiguous array in its own order when the harness's was C-contiguous),
+and its results come back in the dtype it computed them in, so a layer
+that returns float64 gradients for float32 inputs, or mishandles a strided
+input, fails.  Two explicit options change that, and the run's summary
+notes each time they did: ``cast_results=True`` casts results to the input
+dtype, ``copy_inputs=True`` hands the layer fresh C-contiguous copies (and
+so declares ``contiguous_only``: the layouts it never sees are not
+generated, nor counted as covered).
 
 The common case, a class like the NumPy tutorial's
 ``Conv2D(in_channels, out_channels, kernel_size, stride, padding)`` with
@@ -84,7 +94,7 @@ DEFAULT_LAYER_CAPABILITIES: Mapping[str, Any] = {
     "dilation": False,
     "groups": False,
     "bias_none": False,
-    # The adapter hands the layer C-contiguous copies, so any input layout works.
+    # The layer gets the harness's layouts (copy_inputs=True: copies, contiguous only).
     "contiguous_only": False,
 }
 
@@ -208,11 +218,23 @@ class LayerAdapter:
         that builds a bias-free layer for ``spec.bias=False`` (the adapter then
         sets no bias and returns ``grad_bias=None``), ``dtypes`` lists those
         the layer computes in correctly.
+    cast_results:
+        Cast every result to the input dtype (default False: a result in
+        another dtype is the layer's failure).  For a layer known to compute
+        in float64 whatever it is given, to check its values anyway; the
+        summary notes each cast that changed a dtype.
+    copy_inputs:
+        Hand the layer fresh C-contiguous copies of its inputs and parameters
+        (default False: the harness's arrays, so a layer that writes into
+        its input or mishandles a non-contiguous one fails).  Implies
+        ``contiguous_only`` in ``CAPABILITIES``: the layer never sees another
+        layout, so none is generated for it or counted as covered.
     name:
         Shown by ``repr`` (and so in test ids); default the class's name.
 
-    The adapter constructs a fresh layer for every call and hands it copies,
-    so the caller's arrays are never touched and calls are independent.
+    The adapter constructs a fresh layer for every call, so calls are
+    independent.  Its messages name the contract function with the layer's
+    method in parentheses: ``conv2d_backward (Conv2D.backward): ...``.
     """
 
     def __init__(
@@ -237,6 +259,8 @@ class LayerAdapter:
         backward: str = "backward",
         capabilities: Mapping[str, Any] | None = None,
         name: str | None = None,
+        cast_results: bool = False,
+        copy_inputs: bool = False,
     ) -> None:
         self.layer_cls = layer_cls
         self.construct = construct if construct is not None else _default_construct(layer_cls)
@@ -289,7 +313,12 @@ class LayerAdapter:
         self.backward_name = backward
         self.name = name or getattr(layer_cls, "__qualname__", None) or repr(layer_cls)
 
-        caps = dict(DEFAULT_LAYER_CAPABILITIES, square=self.square)
+        self.cast_results = bool(cast_results)
+        self.copy_inputs = bool(copy_inputs)
+        #: notes for the run's summary since `harness_events` last emptied it
+        self._notes: list[str] = []
+        caps = dict(DEFAULT_LAYER_CAPABILITIES, square=self.square,
+                    contiguous_only=self.copy_inputs)
         for key, value in (capabilities or {}).items():
             if key not in _CONTRACT_CAPABILITY_KEYS:
                 raise ValueError(
@@ -308,13 +337,43 @@ class LayerAdapter:
                 "capabilities: square=False contradicts square=True (the constructor takes "
                 "single ints); pass square=False to the adapter for a layer taking tuples"
             )
+        if self.copy_inputs and not caps["contiguous_only"]:
+            raise ValueError(
+                "capabilities: contiguous_only=False contradicts copy_inputs=True (the layer "
+                "only ever gets C-contiguous copies, so no other layout is tested)")
         #: The contract's capability dict (see CONTRACT.md, section 2).
         self.CAPABILITIES: dict[str, Any] = caps
 
         # The contract's entry points for this number of spatial axes, as
-        # instance attributes so that e.g. a 2-D adapter has no ``conv1d``.
-        setattr(self, f"conv{ndim}d", self.convolve)
-        setattr(self, f"conv{ndim}d_backward", self.convolve_backward)
+        # instance attributes so that e.g. a 2-D adapter has no ``conv1d``;
+        # functions of the contract's names, so that tracebacks name them.
+        self.forward_function = f"conv{ndim}d"
+        self.backward_function = f"conv{ndim}d_backward"
+        setattr(self, self.forward_function, self._entry(self.convolve, self.forward_function))
+        setattr(self, self.backward_function,
+                self._entry(self.convolve_backward, self.backward_function))
+
+    def _entry(self, method: Callable[..., Any], name: str) -> Callable[..., Any]:
+        def entry(*args: Any, **kwargs: Any) -> Any:
+            return method(*args, **kwargs)
+        entry.__name__ = name
+        entry.__qualname__ = f"{self!r}.{name}"
+        entry.__doc__ = method.__doc__
+        entry.harness_events = self.harness_events  # found by the loader from the function
+        return entry
+
+    def harness_events(self) -> list[str]:
+        """What the adapter's explicit options did since the last call (the contract's
+        optional hook): a ``"note: ..."`` label per cast that changed a dtype and per call
+        with copied inputs, which the run's summary lists under its notes."""
+        notes, self._notes = self._notes, []
+        return notes
+
+    def _who(self, contract: str, method: str | None = None) -> str:
+        """``conv2d_backward (Conv2D.backward)``: the contract function and the layer's method."""
+        method = method or (self.backward_name if contract.endswith("_backward")
+                            else self.forward_name)
+        return f"{contract} ({self.name}.{method})"
 
     def __repr__(self) -> str:
         return f"LayerAdapter({self.name})"
@@ -333,10 +392,11 @@ class LayerAdapter:
         groups: int = 1,
     ) -> np.ndarray:
         """The contract's ``conv{n}d``: forward pass of a fresh layer."""
-        x, weight, bias, dtype = self._arrays(x, weight, bias)
-        layer = self._layer(x, weight, bias, stride, padding, dilation, groups)
+        who = self._who(self.forward_function)
+        x, weight, bias, dtype = self._arrays(x, weight, bias, who)
+        layer = self._layer(x, weight, bias, stride, padding, dilation, groups, who)
         y = getattr(layer, self.forward_name)(self._to_layer_input(x))
-        return self._from_layer_input(y, "forward output", dtype)
+        return self._result(self._from_layer_input(y, "result", who), "result", dtype)
 
     def convolve_backward(
         self,
@@ -353,56 +413,84 @@ class LayerAdapter:
         """The contract's ``conv{n}d_backward``: forward then backward.
 
         Returns ``(grad_input, grad_weight, grad_bias)`` in the contract's
-        layouts, as sums over the batch, in the input dtype.
+        layouts, as sums over the batch, in the dtype the layer gave them
+        (``cast_results=True``: the input dtype).
         """
-        x, weight, bias, dtype = self._arrays(x, weight, bias)
-        grad_output = np.array(grad_output, dtype=dtype, copy=True)
-        layer = self._layer(x, weight, bias, stride, padding, dilation, groups)
+        who = self._who(self.backward_function)
+        x, weight, bias, dtype = self._arrays(x, weight, bias, who)
+        grad_output = self._given(np.asarray(grad_output))
+        layer = self._layer(x, weight, bias, stride, padding, dilation, groups, who)
         getattr(layer, self.forward_name)(self._to_layer_input(x))
         result = getattr(layer, self.backward_name)(self._to_layer_input(grad_output))
-        dx, dw, db = self._unpack_grads(result, layer)
+        dx, dw, db = self._unpack_grads(result, layer, who)
 
         batch = x.shape[0]
-        dx = self._from_layer_input(dx, "grad_input", dtype)
-        dw = self._from_layer_weight(dw, dtype)
+        dx = self._from_layer_input(dx, "grad_input", who)
+        dw = self._from_layer_weight(dw, who)
         if bias is None:
             db = None
         else:
             db = np.asarray(db)
             if db.size != weight.shape[0]:
                 raise ValueError(
-                    f"{self.name}.backward: bias gradient has shape {db.shape}, "
-                    f"expected {weight.shape[0]} values"
+                    f"{who}: grad_bias has shape {db.shape}, expected {weight.shape[0]} values"
                 )
-            db = db.reshape(weight.shape[0]).astype(dtype, copy=False)
+            db = db.reshape(weight.shape[0])
         scaled = {"dx": dx, "dw": dw, "db": db}
         for key in self.grads_are_batch_means:
-            if scaled[key] is not None:
-                scaled[key] = (scaled[key] * batch).astype(dtype, copy=False)
-        return scaled["dx"], scaled["dw"], scaled["db"]
+            if scaled[key] is not None:  # a float array times an int keeps its dtype
+                scaled[key] = scaled[key] * batch
+        return tuple(None if scaled[key] is None else self._result(scaled[key], what, dtype)
+                     for key, what in zip(_GRAD_NAMES, ("grad_input", "grad_weight",
+                                                        "grad_bias")))
 
     # ------------------------------------------------------------ internals
 
-    def _arrays(self, x, weight, bias):
+    def _arrays(self, x, weight, bias, who: str):
         x = np.asarray(x)
         dtype = x.dtype
         if dtype.name not in self.CAPABILITIES["dtypes"]:
             raise UnsupportedProblemError(
-                f"{self.name}: dtype {dtype.name} not in CAPABILITIES['dtypes'] "
+                f"{who}: dtype {dtype.name} not in CAPABILITIES['dtypes'] "
                 f"{self.CAPABILITIES['dtypes']}"
             )
         if x.ndim != self.ndim + 2:
             raise ValueError(
-                f"{self.name}: a {self.ndim}-D layer needs x with {self.ndim + 2} axes "
+                f"{who}: a {self.ndim}-D layer needs x with {self.ndim + 2} axes "
                 f"(N, C, *spatial), got shape {x.shape}"
             )
-        x = np.array(x, dtype=dtype, copy=True)
-        weight = np.array(weight, dtype=dtype, copy=True)
-        if bias is not None:
-            bias = np.array(bias, dtype=dtype, copy=True)
-        return x, weight, bias, dtype
+        if self.copy_inputs:
+            self._notes.append(f"note: {self!r} handed the layer C-contiguous copies of its "
+                               "inputs (copy_inputs=True)")
+        weight = self._given(np.asarray(weight))
+        return self._given(x), weight, None if bias is None else self._given(np.asarray(bias)), \
+            dtype
 
-    def _spec(self, x, weight, bias, stride, padding, dilation, groups) -> LayerSpec:
+    def _given(self, a: np.ndarray) -> np.ndarray:
+        """An input as the layer gets it: itself, or with copy_inputs a C-contiguous copy."""
+        return np.array(a, order="C", copy=True) if self.copy_inputs else a
+
+    @staticmethod
+    def _rearranged(a: np.ndarray, view: np.ndarray) -> np.ndarray:
+        """``view`` (``a`` transposed or flipped into the layer's order), C-contiguous when
+        ``a`` was: the harness's layout, in the layer's axis order; ``a`` itself when the
+        layer's order is the contract's."""
+        if view.shape == a.shape and view.strides == a.strides:
+            return a
+        if a.flags.c_contiguous and not view.flags.c_contiguous:
+            return np.ascontiguousarray(view)
+        return view
+
+    def _result(self, a: np.ndarray, what: str, dtype: np.dtype) -> np.ndarray:
+        """A result as the layer gave it, or cast to the input dtype with cast_results."""
+        if not self.cast_results or a.dtype == dtype:
+            return a
+        contract = self.backward_function if what.startswith("grad_") else self.forward_function
+        self._notes.append(f"note: {self!r} cast {contract}'s {what} from {a.dtype} to "
+                           f"{dtype} (cast_results=True)")
+        return a.astype(dtype)
+
+    def _spec(self, x, weight, bias, stride, padding, dilation, groups, who) -> LayerSpec:
         n = self.ndim
         kernel = tuple(int(k) for k in weight.shape[2:])
         stride = tuple(int(s) for s in stride)
@@ -411,21 +499,21 @@ class LayerAdapter:
         groups = int(groups)
         for label, value in (("stride", stride), ("padding", padding), ("dilation", dilation)):
             if len(value) != n:
-                raise ValueError(f"{self.name}: {label} needs {n} values, got {value}")
+                raise ValueError(f"{who}: {label} needs {n} values, got {value}")
         caps = self.CAPABILITIES
         if dilation != (1,) * n and not caps["dilation"]:
             raise UnsupportedProblemError(
-                f"{self.name}: dilation {dilation} requested, but the layer has no dilation "
+                f"{who}: dilation {dilation} requested, but the layer has no dilation "
                 f"(CAPABILITIES['dilation'] is False)"
             )
         if groups != 1 and not caps["groups"]:
             raise UnsupportedProblemError(
-                f"{self.name}: groups={groups} requested, but the layer has no groups "
+                f"{who}: groups={groups} requested, but the layer has no groups "
                 f"(CAPABILITIES['groups'] is False)"
             )
         if bias is None and not caps["bias_none"]:
             raise UnsupportedProblemError(
-                f"{self.name}: bias=None requested, but the layer always has a bias "
+                f"{who}: bias=None requested, but the layer always has a bias "
                 f"(CAPABILITIES['bias_none'] is False)"
             )
         sizes = {"kernel_size": kernel, "stride": stride, "padding": padding, "dilation": dilation}
@@ -433,7 +521,7 @@ class LayerAdapter:
             for label, value in sizes.items():
                 if len(set(value)) != 1:
                     raise UnsupportedProblemError(
-                        f"{self.name}: {label} {value} differs between axes, but the layer "
+                        f"{who}: {label} {value} differs between axes, but the layer "
                         f"takes a single int (CAPABILITIES['square'] is True)"
                     )
             sizes = {label: value[0] for label, value in sizes.items()}
@@ -446,19 +534,19 @@ class LayerAdapter:
             **sizes,
         )
 
-    def _layer(self, x, weight, bias, stride, padding, dilation, groups):
-        spec = self._spec(x, weight, bias, stride, padding, dilation, groups)
+    def _layer(self, x, weight, bias, stride, padding, dilation, groups, who):
+        spec = self._spec(x, weight, bias, stride, padding, dilation, groups, who)
         layer = self.construct(spec)
         spatial = tuple(range(2, 2 + self.ndim))
         w = np.flip(weight, axis=spatial) if self.kernel_flipped else weight
-        w = np.ascontiguousarray(w.transpose(_perm(self._contract_weight, self.weight_layout)))
+        w = self._rearranged(weight, w.transpose(_perm(self._contract_weight, self.weight_layout)))
         if self.set_params is not None:
             self.set_params(layer, w, bias)
             return layer
         old_w = getattr(layer, self.weight_attr, None)
         if old_w is not None and np.shape(old_w) != w.shape:
             raise ValueError(
-                f"{self.name}: weight_layout {self.weight_layout!r} gives weight shape "
+                f"{who}: weight_layout {self.weight_layout!r} gives weight shape "
                 f"{w.shape}, but the layer initialised {self.weight_attr!r} with shape "
                 f"{np.shape(old_w)}; check weight_layout"
             )
@@ -469,51 +557,51 @@ class LayerAdapter:
             if old_b is not None:
                 if np.size(old_b) != bias.size:
                     raise ValueError(
-                        f"{self.name}: layer's {self.bias_attr!r} has shape {np.shape(old_b)}, "
+                        f"{who}: layer's {self.bias_attr!r} has shape {np.shape(old_b)}, "
                         f"expected {bias.size} values"
                     )
                 b = bias.reshape(np.shape(old_b))  # e.g. (C_out, 1) or (1, 1, 1, C_out)
-            setattr(layer, self.bias_attr, np.array(b, copy=True))
+            setattr(layer, self.bias_attr, b)
         return layer
 
     def _to_layer_input(self, a: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(a.transpose(_perm(self._contract_input, self.input_layout)))
+        return self._rearranged(a, a.transpose(_perm(self._contract_input, self.input_layout)))
 
-    def _from_layer_input(self, a, what: str, dtype: np.dtype) -> np.ndarray:
+    def _from_layer_input(self, a, what: str, who: str) -> np.ndarray:
         a = np.asarray(a)
         if a.ndim != self.ndim + 2:
             raise ValueError(
-                f"{self.name}: {what} has shape {a.shape}, expected {self.ndim + 2} axes "
+                f"{who}: {what} has shape {a.shape}, expected {self.ndim + 2} axes "
                 f"in layout {self.input_layout!r}"
             )
-        return a.transpose(_perm(self.input_layout, self._contract_input)).astype(dtype, copy=False)
+        return a.transpose(_perm(self.input_layout, self._contract_input))
 
-    def _from_layer_weight(self, dw, dtype: np.dtype) -> np.ndarray:
+    def _from_layer_weight(self, dw, who: str) -> np.ndarray:
         dw = np.asarray(dw)
         if dw.ndim != self.ndim + 2:
             raise ValueError(
-                f"{self.name}: weight gradient has shape {dw.shape}, expected "
+                f"{who}: grad_weight has shape {dw.shape}, expected "
                 f"{self.ndim + 2} axes in layout {self.weight_layout!r}"
             )
         dw = dw.transpose(_perm(self.weight_layout, self._contract_weight))
         if self.kernel_flipped:
             dw = np.flip(dw, axis=tuple(range(2, 2 + self.ndim)))
-        return dw.astype(dtype, copy=False)
+        return dw
 
-    def _unpack_grads(self, result, layer):
+    def _unpack_grads(self, result, layer, who: str):
         grads = self._grads
         if callable(grads):
             out = tuple(grads(result, layer))
             if len(out) != 3:
-                raise ValueError(f"{self.name}: grads callable must return (dx, dw, db), got {len(out)} items")
+                raise ValueError(f"{who}: grads callable must return (dx, dw, db), got {len(out)} items")
             return out
         if isinstance(grads, dict):
             if not isinstance(result, Mapping):
-                raise TypeError(f"{self.name}.backward returned {type(result).__name__}, expected a mapping")
+                raise TypeError(f"{who} returned {type(result).__name__}, expected a mapping")
             return tuple(result[grads[key]] for key in _GRAD_NAMES)
         if not isinstance(result, (tuple, list)) or len(result) != len(grads):
             raise TypeError(
-                f"{self.name}.backward returned {type(result).__name__}, expected a "
+                f"{who} returned {type(result).__name__}, expected a "
                 f"{len(grads)}-tuple ordered as {grads}"
             )
         by_name = dict(zip(grads, result))

@@ -197,6 +197,9 @@ def load_implementation(spec: str) -> Implementation:
     except CapabilitiesError as exc:
         raise SpecError(f"--impl {spec!r}: {exc}") from None
     events = getattr(target, "harness_events", None)
+    if events is None:  # functions taken from an object that has the hook (a LayerAdapter's)
+        events = next((fn.harness_events for fn in functions.values()
+                       if callable(getattr(fn, "harness_events", None))), None)
     return Implementation(spec=spec, name=short_name(spec), target=target,
                           functions=functions, capabilities=capabilities,
                           events=events if callable(events) else None)

@@ -8,14 +8,17 @@ dict parameters and gradients), flipped-kernel layer (``W``/``b`` of shape
 channels-last layer of our own (tests/harness/layers/channels_last_3d.py).
 
 Each adapter is checked on fixed problems against torch.nn.functional in
-float64, for honest CAPABILITIES, for leaving its inputs alone, for handing
-the layer copies, and for clear errors on what it does not support or does
-not know.
+float64, for honest CAPABILITIES, for showing the layer as it is (no casts,
+no copies: the layer gets the harness's arrays and its results come back in
+its own dtype) unless asked to (``cast_results``, ``copy_inputs``), and for
+clear errors, naming the contract function and the layer's method, on what
+it does not support or does not know.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from dataclasses import dataclass
 
@@ -207,27 +210,86 @@ def test_forward_and_backward_match_torch(key, index):
         assert_close(gb, eb, "grad_bias")
 
 
+@pytest.mark.parametrize("copy_inputs", [False, True])
 @pytest.mark.parametrize("key", ADAPTED)
-def test_non_contiguous_inputs_give_the_same_results(key):
+def test_non_contiguous_inputs_give_the_same_results(key, copy_inputs):
+    """The layer itself gets the non-contiguous arrays: the same values up to the
+    rounding of another summation order (float64, a few terms: far below 1e-10);
+    with copy_inputs the layer gets C-contiguous copies, so bit for bit."""
     p = problems_for(key)[0]
     impl = ADAPTED[key].make()
+    if copy_inputs:
+        impl = LayerAdapter(impl.layer_cls, **{**_options(impl), "copy_inputs": True})
     x, w, b, g = p.arrays(seed=7)
     # Same values, other memory layouts: Fortran order, and a strided view.
     xs = np.asfortranarray(x)
     ws = np.repeat(w, 2, axis=-1)[..., ::2]
     gs = np.asfortranarray(g)
     assert not ws.flags.c_contiguous and not xs.flags.c_contiguous
+    same = np.testing.assert_array_equal if copy_inputs else (
+        lambda a, e: assert_close(a, e, "non-contiguous"))
     op = getattr(impl, f"conv{p.ndim}d")
-    np.testing.assert_array_equal(op(xs, ws, b, **p.kwargs()), op(x, w, b, **p.kwargs()))
+    same(op(xs, ws, b, **p.kwargs()), op(x, w, b, **p.kwargs()))
     back = getattr(impl, f"conv{p.ndim}d_backward")
     for got, want in zip(back(gs, xs, ws, b, **p.kwargs()), back(g, x, w, b, **p.kwargs())):
-        np.testing.assert_array_equal(got, want)
+        same(got, want)
+
+
+def _options(impl: LayerAdapter) -> dict:
+    """The options that rebuild ``impl`` (for a variant with one option changed)."""
+    return dict(construct=impl.construct, input_layout=impl.input_layout,
+                weight_layout=impl.weight_layout, grads=impl.grads,
+                grads_are_batch_means=impl.grads_are_batch_means,
+                kernel_flipped=impl.kernel_flipped, square=impl.square,
+                weight_attr=impl.weight_attr, bias_attr=impl.bias_attr,
+                set_params=impl.set_params, name=impl.name,
+                capabilities={k: v for k, v in impl.CAPABILITIES.items()
+                              if k != "contiguous_only"})
+
+
+def _received(impl: LayerAdapter) -> list:
+    """Wrap ``impl``'s construct so that each layer records the x its forward got."""
+    got = []
+    make = impl.construct
+
+    def construct(spec):
+        layer = make(spec)
+        forward = getattr(layer, impl.forward_name)
+        setattr(layer, impl.forward_name, lambda x: got.append(x) or forward(x))
+        return layer
+    impl.construct = construct
+    return got
+
+
+@pytest.mark.parametrize("key", ["tutorial_fixed", "nhwc"])
+def test_the_layer_gets_the_harness_arrays_themselves(key):
+    """No copies by default: an NCHW layer gets the very array (a strided view stays
+    strided); a channels-last one a view of it in its own order, C-contiguous in that
+    order when the harness's array was; copy_inputs=True hands it a copy."""
+    p = problems_for(key)[0]
+    x, w, b, _ = p.arrays(seed=2)
+    strided = np.repeat(x, 2, axis=-1)[..., ::2]
+    for given in (x, strided):
+        impl = ADAPTED[key].make()
+        impl = LayerAdapter(impl.layer_cls, **_options(impl))
+        got = _received(impl)
+        impl.conv2d(given, w, b, **p.kwargs())
+        (layer_x,) = got
+        if key == "tutorial_fixed":
+            assert layer_x is given
+        else:
+            assert np.shares_memory(layer_x, given) or given.flags.c_contiguous
+            assert layer_x.flags.c_contiguous == given.flags.c_contiguous
+        copying = LayerAdapter(impl.layer_cls, **{**_options(impl), "copy_inputs": True})
+        got = _received(copying)
+        copying.conv2d(given, w, b, **p.kwargs())
+        assert got[0].flags.c_contiguous and not np.shares_memory(got[0], given)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
 @pytest.mark.parametrize("key", ADAPTED)
 def test_results_come_back_in_the_input_dtype(key, dtype):
-    """The layers compute in whatever NumPy promotes to; the adapter returns the input dtype."""
+    """These layers compute in the input dtype, and the adapter returns what they give."""
     p = problems_for(key)[0]
     impl = ADAPTED[key].make()
     x, w, b, g = p.arrays(seed=3, dtype=np.dtype(dtype))
@@ -351,7 +413,19 @@ def scribbler():
     Scribbler.built.clear()
 
 
-def test_a_layer_that_writes_into_its_arrays_touches_no_caller_array(scribbler):
+def test_a_layer_that_writes_into_its_arrays_is_shown_doing_so(scribbler):
+    """By default the layer writes into the caller's arrays (the harness's
+    in-place check then fails it, as it should): the adapter hides nothing."""
+    p = _square(2, 2, 2, 3, 5, 3, 2, 1)
+    x, w, b, g = p.arrays(seed=5)
+    scribbler.conv2d(x, w, b, **p.kwargs())
+    assert np.isnan(x).all()
+    scribbler.conv2d_backward(g, x.copy(), w, b, **p.kwargs())
+    assert np.isnan(g).all()
+
+
+def test_with_copy_inputs_a_scribbling_layer_touches_no_caller_array(scribbler):
+    scribbler = LayerAdapter(Scribbler, copy_inputs=True)
     p = _square(2, 2, 2, 3, 5, 3, 2, 1)
     x, w, b, g = p.arrays(seed=5)
     before = [a.copy() for a in (x, w, b, g)]
@@ -365,15 +439,25 @@ def test_a_layer_that_writes_into_its_arrays_touches_no_caller_array(scribbler):
                                ("grad_input", "grad_weight", "grad_bias")):
         assert_close(got, want, what)
     assert len(Scribbler.built) == 2
+    assert scribbler.harness_events() == [  # noted for the summary, once per call
+        "note: LayerAdapter(Scribbler) handed the layer C-contiguous copies of its inputs "
+        "(copy_inputs=True)"] * 2
+    assert scribbler.harness_events() == []
 
 
-def test_the_parameters_set_on_the_layer_are_copies(scribbler):
+@pytest.mark.parametrize("copy_inputs", [False, True])
+def test_the_parameters_set_on_the_layer_are_copies_only_when_asked(copy_inputs):
+    Scribbler.built.clear()
+    scribbler = LayerAdapter(Scribbler, copy_inputs=copy_inputs)
     p = _square(2, 1, 2, 3, 4, 2, 1, 0)
     x, w, b, g = p.arrays(seed=6)
     scribbler.conv2d_backward(g, x, w, b, **p.kwargs())
     (layer,) = Scribbler.built
-    for mine, theirs in ((layer.weight, w), (layer.bias, b), (layer.x, x)):
-        assert not np.shares_memory(mine, theirs)
+    for theirs in (w, b, x):  # weight and bias were changed in place by its SGD step
+        shared = any(np.shares_memory(mine, theirs) for mine in (layer.weight, layer.bias,
+                                                                  layer.x))
+        assert shared is not copy_inputs
+    Scribbler.built.clear()
 
 
 @pytest.mark.parametrize("key", ["nhwc", "flipped"])
@@ -462,12 +546,16 @@ def test_an_undeclared_feature_raises_unsupported_problem_error(key, index):
     _, p, dtype, words = _unsupported(key)[index]
     impl = ADAPTED[key].make()
     x, w, b, g = p.arrays(dtype=np.dtype(dtype))
-    for call in (lambda: getattr(impl, f"conv{p.ndim}d")(x, w, b, **p.kwargs()),
-                 lambda: getattr(impl, f"conv{p.ndim}d_backward")(g, x, w, b, **p.kwargs())):
+    forward, backward = f"conv{p.ndim}d", f"conv{p.ndim}d_backward"
+    for who, call in ((f"{forward} ({impl.name}.forward): ",
+                       lambda: getattr(impl, forward)(x, w, b, **p.kwargs())),
+                      (f"{backward} ({impl.name}.backward): ",
+                       lambda: getattr(impl, backward)(g, x, w, b, **p.kwargs()))):
         with pytest.raises(UnsupportedProblemError) as info:
             call()
         message = str(info.value)
-        assert message.startswith(f"{impl.name}: "), message
+        # the contract function, with the layer's method in parentheses
+        assert message.startswith(who), message
         for word in words:
             assert word in message, message
     assert issubclass(UnsupportedProblemError, NotImplementedError)
@@ -548,3 +636,52 @@ def test_a_backward_result_of_the_wrong_form_is_a_clear_type_error(backward_resu
     x, w, b, g = p.arrays()
     with pytest.raises(TypeError, match=match):
         LayerAdapter(Odd).conv2d_backward(g, x, w, b, **p.kwargs())
+
+
+# ------------------------------------------- no silent casts (issue 20)
+
+FLOAT64_LAYER = "tests/harness/layers/float64_layer.py"
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_a_layer_computing_in_float64_gives_float64_and_the_harness_fails_it(dtype):
+    from harness.checks.registry import examine
+    from harness.problem import ConvCase, ConvProblem
+    from harness.running.loader import load_implementation
+
+    p = _square(2, 1, 1, 3, 4, 2, 1, 0)
+    x, w, b, g = p.arrays(seed=1, dtype=np.dtype(dtype))
+    shown = load_implementation(f"{FLOAT64_LAYER}:impl")
+    assert shown.function("conv2d")(x, w, b, **p.kwargs()).dtype == np.float64
+    problem = ConvProblem("conv2d", 1, 1, 3, (4, 4), (2, 2), (1, 1), (0, 0), (1, 1), 1, True,
+                          dtype)
+    case = ConvCase(problem, x, w, b, g)
+    for check in ("forward", "grad_weight"):
+        assert "dtype" in [f.check for f in examine(check, shown, case)]
+    # the explicit option: the values are checked in the input dtype, and each cast noted
+    cast = load_implementation(f"{FLOAT64_LAYER}:cast")
+    assert examine("forward", cast, case) == []
+    assert examine("grad_weight", cast, case) == []
+    notes = cast.events()
+    assert (f"note: LayerAdapter(Float64Conv2D-cast) cast conv2d_backward's grad_weight from "
+            f"float64 to {dtype} (cast_results=True)") in notes
+    assert cast.capabilities.contiguous_only is True  # copy_inputs: only C is generated
+
+
+def test_the_summary_notes_casts_and_copies_and_counts_no_layout_the_layer_never_got(
+        run_pytest, tmp_path):
+    done = run_pytest("--impl", f"{FLOAT64_LAYER}:impl", "--impl", f"{FLOAT64_LAYER}:cast",
+                      "-k", "test_forward and conv2d]", "--conv-budget", "2",
+                      "--conv-failures", tmp_path / "f")
+    out = done.stdout
+    assert done.returncode == 1, out + done.stderr
+    summary = out.split("convolution harness summary")[1]
+    shown, cast = summary.split("float64_layer:cast [")
+    assert "float64_layer:impl [" in shown and "FAILED: forward (conv2d)" in shown
+    assert "dtype" in shown
+    assert "]: passed" in cast.splitlines()[0]
+    assert "cast conv2d's result from float64 to float" in cast
+    assert "handed the layer C-contiguous copies of its inputs (copy_inputs=True)" in cast
+    assert "not generated (its CAPABILITIES): " in cast and "non-contiguous inputs" in cast
+    covered = re.search(r"features covered: (.*)", cast).group(1)
+    assert "layout" not in covered
