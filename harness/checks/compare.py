@@ -52,15 +52,18 @@ def compare(name: str, actual: np.ndarray, expected: np.ndarray,
     """None when ``actual`` is within ``tol`` of ``expected`` everywhere."""
     a = np.asarray(actual, dtype=np.float64)
     note_flushes(a, expected, tol)  # flushing subnormals is not a failure, but said
-    error = np.abs(a - expected)
-    # NaN or inf where the reference is finite is always an error (and
-    # error > bound is False for NaN, so it must be caught explicitly).
-    bad = ~np.isfinite(a) | (error > tol.bound)
-    count = int(np.count_nonzero(bad))
-    if count == 0:
-        return None
-    ratio = np.where(bad, np.nan_to_num(error / np.maximum(tol.bound, 1e-300), nan=np.inf,
-                                        posinf=np.inf), -1.0)
+    # Overflow to inf (a huge error, an error over a tiny bound) and inf - inf are
+    # results here, handled below, not something to warn the user about.
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        error = np.abs(a - expected)
+        # NaN or inf where the reference is finite is always an error (and
+        # error > bound is False for NaN, so it must be caught explicitly).
+        bad = ~np.isfinite(a) | (error > tol.bound)
+        count = int(np.count_nonzero(bad))
+        if count == 0:
+            return None
+        ratio = np.where(bad, np.nan_to_num(error / np.maximum(tol.bound, 1e-300), nan=np.inf,
+                                            posinf=np.inf), -1.0)
     flat = int(np.argmax(ratio))
     index = tuple(int(i) for i in np.unravel_index(flat, a.shape))
     return Mismatch(

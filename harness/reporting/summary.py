@@ -25,6 +25,7 @@ from harness.checks.registry import REGISTRY
 from harness.problem import OPS
 from harness.reporting import coverage
 from harness.reporting.failures import atomic_write
+from harness.running.calling import take_warnings
 from harness.running.loader import Implementation
 from harness.triage.catalog import Bug, merge
 from harness.triage.search import BUGS
@@ -49,6 +50,8 @@ class ImplementationRecord:
     largest: dict[str, int] = field(default_factory=dict)  # the largest sizes reached
     crashed: list[str] = field(default_factory=list)  # tests whose process died
     skipped: dict[tuple[str, str], str] = field(default_factory=dict)  # (check, op) -> why
+    warnings: int = 0  # how many warnings its calls raised
+    first_warning: str | None = None
 
 
 class Summary:
@@ -84,12 +87,13 @@ class Summary:
                 "tally": dict(item.stash.get(_TALLY, Counter())),
                 "bugs": item.stash.get(BUGS, []),
                 "sizes": item.stash.get(_SIZES, {}),
-                "torch": oracle.torch_available()}))
+                "torch": oracle.torch_available(), "warnings": take_warnings()}))
         elif REPLAYED in item.stash and call.when == "call":  # only a failure sets it
             impl, op, check = item.stash[REPLAYED]
             report.user_properties.append((PROPERTY, {
                 "impl": impl, "op": op, "check": check, "tally": {},
-                "bugs": item.stash.get(BUGS, []), "sizes": {}, "torch": True}))
+                "bugs": item.stash.get(BUGS, []), "sizes": {}, "torch": True,
+                "warnings": take_warnings()}))
         return report
 
     # -- on the controller ----------------------------------------------------
@@ -112,6 +116,9 @@ class Summary:
             for name, size in value.get("sizes", {}).items():
                 record.largest[name] = max(size, record.largest.get(name, 0))
             self.torch_missing |= value.get("torch") is False
+            count, first = value.get("warnings") or (0, None)
+            record.warnings += count
+            record.first_warning = record.first_warning or first
 
     def _without_tally(self, report: pytest.TestReport) -> None:
         """A conformance test that failed without its worker's tally: the worker died
@@ -150,6 +157,7 @@ class Summary:
                                       sorted(record.examples.items())},
                 "notes": sorted(notes), "largest": dict(record.largest),
                 "crashed": list(record.crashed),
+                "warnings": dict(zip(("count", "first"), warnings_of(impl, record))),
                 "operations_not_run": operations_not_provided(impl),
                 "checks_not_run": checks_not_run(impl, record)})
         return {"implementations": out}
@@ -231,8 +239,18 @@ class Summary:
         excluded = impl.capabilities.not_generated()
         if excluded:
             lines.append("  not generated (its CAPABILITIES): " + ", ".join(excluded))
+        count, first = warnings_of(impl, record)
+        if count:
+            lines.append(f"  warnings it raised (on import and in its calls): {count}; the "
+                         f"first: {first}")
         lines += not_run_lines(impl, record)
         return lines
+
+
+def warnings_of(impl: Implementation, record: ImplementationRecord) -> tuple[int, str | None]:
+    """How many warnings the implementation raised (importing it and in its calls), the first."""
+    imported, first = impl.import_warnings
+    return imported + record.warnings, first or record.first_warning
 
 
 def _skip_reason(report: pytest.TestReport) -> str:

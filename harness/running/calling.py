@@ -119,11 +119,38 @@ def _record_call(function: str, case: ConvCase) -> Call | None:
 @contextlib.contextmanager
 def silenced() -> Iterator[None]:
     """Keep what an implementation prints (stdout, stderr) or warns out of the run:
-    noise here, on import as on a call; a failure report says what matters."""
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
-            contextlib.redirect_stderr(io.StringIO()):
-        warnings.simplefilter("ignore")
-        yield
+    noise here, on import as on a call; a failure report says what matters.
+
+    Its warnings are counted, not lost: `take_warnings` gives how many and the
+    first, which the run's summary shows once per implementation.
+    """
+    with warnings.catch_warnings(record=True) as caught, \
+            contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            _count_warnings(caught)
+
+
+#: [count, first message] of the implementation's warnings since `take_warnings`
+_WARNED: list[Any] = [0, None]
+
+
+def _count_warnings(caught: list[warnings.WarningMessage]) -> None:
+    if caught and _WARNED[1] is None:
+        first = caught[0]
+        _WARNED[1] = (f"{first.category.__name__}: {one_line(str(first.message), 200)} "
+                      f"({os.path.basename(first.filename)}:{first.lineno})")
+    _WARNED[0] += len(caught)
+
+
+def take_warnings() -> tuple[int, str | None]:
+    """(how many warnings, the first one's text) the implementation raised since the
+    last call; empties the count."""
+    count, first = _WARNED
+    _WARNED[:] = [0, None]
+    return count, first
 
 
 class _TimeLimitExceeded(BaseException):

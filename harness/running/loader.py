@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any, Callable, Iterable
 
 from harness.problem import OPS
-from harness.running.calling import silenced
+from harness.running.calling import silenced, take_warnings
 from harness.running.capabilities import Capabilities, CapabilitiesError
 
 CONTRACT_FUNCTIONS: tuple[str, ...] = tuple(
@@ -49,6 +49,8 @@ class Implementation:
     #: the spec that loads it from this folder, when ``spec`` (as a case file
     #: recorded it elsewhere) does not: what ``--isolate``'s child process loads
     loads_from: str | None = None
+    #: (how many, the first) warnings raised while importing it (`take_warnings`)
+    import_warnings: tuple[int, str | None] = (0, None)
 
     def has(self, function: str) -> bool:
         return function in self.functions
@@ -175,6 +177,7 @@ def load_implementation(spec: str) -> Implementation:
     spec = spec.strip()
     if not spec:
         raise SpecError("--impl '': empty implementation spec")
+    take_warnings()  # the count from here on is this import's
     module_name, attr = split_spec(spec)
     if _is_path(module_name):
         module = _import_file(spec, Path(module_name).expanduser())
@@ -202,4 +205,5 @@ def load_implementation(spec: str) -> Implementation:
                        if callable(getattr(fn, "harness_events", None))), None)
     return Implementation(spec=spec, name=short_name(spec), target=target,
                           functions=functions, capabilities=capabilities,
-                          events=events if callable(events) else None)
+                          events=events if callable(events) else None,
+                          import_warnings=take_warnings())
