@@ -455,7 +455,7 @@ def _problems(draw, op: str, caps: Capabilities, b: Bounds) -> ConvProblem:
     if spec.transposed:
         input_size, padding, output_padding = _transposed_sizes(
             draw, kernel, stride, padding, dilation, b, square or _all_square(allowed, caps),
-            outputs)
+            outputs, caps.output_padding_limit)
         allowed = _unsquared(allowed, caps, padding, output_padding)
     else:
         input_size = _conv_sizes(draw, kernel, stride, padding, dilation, outputs, sizes.count)
@@ -497,16 +497,17 @@ def _conv_sizes(draw, kernel, stride, padding, dilation, outputs, count) -> tupl
 
 
 def _transposed_sizes(draw, kernel, stride, padding, dilation, b: Bounds, square: bool,
-                      outputs):
+                      outputs, limit=lambda s, d: max(s, d) - 1):
     """Input sizes, padding and output_padding of a valid transposed problem.
 
     output_padding must be below max(stride, dilation) on each axis (torch's
-    rule); padding is capped so that every axis keeps at least one output.
-    ``outputs()`` draws one axis's input size.
+    rule), or what ``limit(stride, dilation)`` allows (CAPABILITIES'
+    ``output_padding``); padding is capped so that every axis keeps at least
+    one output. ``outputs()`` draws one axis's input size.
     """
     output_padding = _per_axis(draw, _ints(0, max(b.stride, b.dilation) - 1),
                                len(kernel), square)
-    output_padding = tuple(min(op, max(s, d) - 1)
+    output_padding = tuple(min(op, limit(s, d))
                            for op, s, d in zip(output_padding, stride, dilation))
     sizes = tuple(outputs() for _ in kernel)
     capped = tuple(min(p, ((n - 1) * s + d * (k - 1) + op) // 2)

@@ -12,6 +12,12 @@ dilation only in float32, its Conv3D no groups):
 - a contract function's name (``"conv2d_backward"``) may hold a dict of its
   own, whose keys override the module's for that function.
 
+One key is not a per-dtype flag: ``"output_padding": "below_stride"``
+(issue 20: Chainer's deconvolution_2d, ONNX Runtime's ConvTranspose and
+PyTensor's conv2d_transpose refuse output_padding >= stride, where torch
+accepts output_padding < max(stride, dilation)) keeps transposed problems to
+output_padding < stride on every axis; its default, ``"torch"``, is torch's rule.
+
 `Capabilities` keeps both; `for_functions` gives the flat capabilities that
 hold for every function a check calls (a check of ``conv2d`` and
 ``conv2d_backward`` draws only what both accept), which is what the
@@ -38,12 +44,17 @@ FUNCTION_NAMES: tuple[str, ...] = tuple(
 #: True, False, or the dtype names where it holds
 PerDtype = Union[bool, tuple[str, ...]]
 
+#: the values of the ``output_padding`` key: torch's rule (output_padding <
+#: max(stride, dilation)), or output_padding < stride
+OUTPUT_PADDING_RULES: tuple[str, ...] = ("torch", "below_stride")
+
 _DESCRIPTIONS = {
     "dilation": "dilation > 1",
     "groups": "groups > 1",
     "bias_none": "bias=None",
     "square": "non-square kernel/stride/padding/dilation",
     "contiguous_only": "non-contiguous inputs",
+    "output_padding": "output_padding >= stride (transposed)",
 }
 
 
@@ -91,6 +102,8 @@ class Capabilities:
     bias_none: PerDtype = True
     square: PerDtype = False
     contiguous_only: PerDtype = False
+    #: "below_stride": transposed problems only with output_padding < stride per axis
+    output_padding: str = "torch"
     #: (function name, its own flat capabilities) for the functions that declare
     #: any; the fields above are the module's, which hold for every other function
     functions: tuple[tuple[str, "Capabilities"], ...] = ()
@@ -134,6 +147,13 @@ class Capabilities:
             label = f"{where}[{name!r}]" if name in checked else f"CAPABILITIES[{name!r}]"
             if name == "dtypes":
                 values[name] = _dtype_tuple(label, value, allow_empty=False)
+            elif name == "output_padding":
+                if value not in OUTPUT_PADDING_RULES:
+                    raise CapabilitiesError(
+                        f"{label} must be one of {OUTPUT_PADDING_RULES} ('below_stride': "
+                        f"output_padding < stride; 'torch': < max(stride, dilation)), "
+                        f"got {value!r}")
+                values[name] = value
             elif isinstance(value, bool):
                 values[name] = value
             elif isinstance(value, (tuple, list, set, frozenset)):
@@ -181,7 +201,15 @@ class Capabilities:
             for f in flats:
                 anywhere |= _where(getattr(f, name))
             values[name] = _normal(tuple(d for d in DTYPES if d in anywhere))
+        values["output_padding"] = ("below_stride" if any(
+            f.output_padding == "below_stride" for f in flats) else "torch")
         return Capabilities(**values)
+
+    def output_padding_limit(self, stride: int, dilation: int) -> int:
+        """The largest output_padding these capabilities allow on an axis."""
+        if self.output_padding == "below_stride":
+            return stride - 1
+        return max(stride, dilation) - 1
 
     def for_op(self, op: str) -> "Capabilities":
         """Flat capabilities of ``op`` and its backward together (what the strategies
@@ -227,6 +255,9 @@ class Capabilities:
         if flat.holds("contiguous_only", p.dtype) and any(
                 v != "C" for v in case.layouts.values()):
             out.append(refused("contiguous_only"))
+        if any(op > flat.output_padding_limit(s, d)
+               for op, s, d in zip(p.output_padding, p.stride, p.dilation)):
+            out.append(_DESCRIPTIONS["output_padding"])
         return [reason + who for reason in out]
 
     def _not_generated_flat(self) -> list[str]:
@@ -241,6 +272,8 @@ class Capabilities:
             if set(self.dtypes) - refused:  # refused in some of its dtypes only
                 text += " in " + ", ".join(d for d in DTYPES if d in refused)
             out.append(text)
+        if self.output_padding == "below_stride":
+            out.append(_DESCRIPTIONS["output_padding"])
         return out
 
     def not_generated(self) -> list[str]:

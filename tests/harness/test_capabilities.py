@@ -270,3 +270,58 @@ def test_the_adapter_style_flat_declaration_is_unchanged():
     assert caps == Capabilities(dtypes=("float32",), dilation=False)
     assert caps.for_op("conv2d") is caps
     assert caps.not_generated() == ["dtype float64", "dtype float16", "dilation > 1"]
+
+
+# -- output_padding: "below_stride" (issue 20) ------------------------------------------
+
+BELOW_STRIDE = "tests/harness/below_stride.py"
+
+
+def test_output_padding_key_is_validated_and_per_function():
+    caps = Capabilities.from_mapping({"conv_transpose2d": {"output_padding": "below_stride"}})
+    assert caps.output_padding == "torch"
+    assert caps.function("conv_transpose2d").output_padding == "below_stride"
+    assert caps.for_functions(["conv_transpose2d", "conv_transpose2d_backward"]) \
+        .output_padding == "below_stride"
+    assert caps.for_functions(["conv_transpose2d_backward"]).output_padding == "torch"
+    assert caps.not_generated() == ["conv_transpose2d: output_padding >= stride (transposed)"]
+    assert Capabilities().output_padding_limit(1, 3) == 2
+    assert Capabilities(output_padding="below_stride").output_padding_limit(1, 3) == 0
+    for bad in (True, "below-stride", None):
+        with pytest.raises(CapabilitiesError, match="output_padding"):
+            Capabilities.from_mapping({"output_padding": bad})
+
+
+@pytest.mark.parametrize("op", ["conv_transpose1d", "conv_transpose2d", "conv_transpose3d"])
+@FAST
+@given(data=st.data())
+def test_below_stride_problems_keep_output_padding_below_stride(op, data):
+    caps = Capabilities.from_mapping({"output_padding": "below_stride"})
+    p = data.draw(conv_cases(op, capabilities=caps)).problem
+    assert all(o < s for o, s in zip(p.output_padding, p.stride)), p
+
+
+def test_torchs_rule_still_draws_output_padding_at_or_above_stride():
+    """Without the key the strategies reach what the key rules out (stride 1, dilation 2,
+    output_padding 1), and `excludes` names it for an implementation that declares it."""
+    case = find(conv_cases("conv_transpose1d"),
+                lambda c: c.problem.output_padding[0] >= c.problem.stride[0], settings=FIND)
+    assert Capabilities().excludes(case) == []
+    assert Capabilities(output_padding="below_stride").excludes(case) == [
+        "output_padding >= stride (transposed)"]
+
+
+def test_an_implementation_refusing_output_padding_at_stride_passes_only_declaring_it(
+        run_pytest, tmp_path):
+    done = run_pytest("--impl", f"{BELOW_STRIDE}:declared", "--impl", f"{BELOW_STRIDE}:undeclared",
+                      "-k", "test_forward and conv_transpose1d", "-rA",
+                      "--conv-failures", tmp_path / "f")
+    out = done.stdout
+    assert done.returncode == 1, out + done.stderr
+    assert "PASSED tests/conformance/test_conformance.py::test_forward[below_stride:declared-" \
+           "conv_transpose1d]" in out
+    assert "FAILED tests/conformance/test_conformance.py::test_forward[below_stride:undeclared-" \
+           "conv_transpose1d]" in out
+    assert "must be smaller than stride" in out
+    summary = out.split("convolution harness summary")[1]
+    assert "conv_transpose1d: output_padding >= stride (transposed)" in summary
