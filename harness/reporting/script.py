@@ -6,10 +6,13 @@ project: the shrunk inputs written out literally (every float exactly, as
 the shortest ``repr`` that reads back to the same float64; float16 and
 float32 values are exact in float64), each input built in its recorded
 memory layout, the implementation under test imported from the spec it was
-loaded from, torch in float64 as the oracle, and the harness's elementwise
+loaded from (found beside the script first, so that a script copied next to
+the user's file runs there; or named by ``python script.py SPEC`` or
+``$CONV_IMPL``), torch in float64 as the oracle, and the harness's elementwise
 rounding-error tolerance (harness/checks/tolerance.py) restated inline with its
 constants. ``python script.py`` exits 1 and prints the mismatch while the
-bug is there, 0 once it is fixed.
+bug is there, 0 once it is fixed. A time-out case's script stops at the
+limit the case was recorded with, and exits 1 saying so.
 
 From a saved case file: ``python -m harness.reporting.script CASE.json [-o OUT.py]``.
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -60,8 +64,11 @@ _HEADER = '''\
 {params}
 layouts: {layouts}
 
-Standalone: NumPy and torch only. `python {name}`
+Standalone: NumPy and torch only. `python {name} [SPEC]`
 exits 1 and prints the mismatch while the failure is there, 0 once fixed.
+The implementation is SPEC (a file path or dotted module, either with :attr),
+else $CONV_IMPL, else a file of the recorded name beside this script, else
+the recorded path from the current folder, else where it was recorded.
 Reference: torch in float64. Tolerance, per element (from the harness's
 rounding-error bound): (gamma(K, u) + gamma(K, u64)) * sum|terms| + normwise floor
 + flush allowance (subnormals may be flushed to zero: 2*K smallest normals, and
@@ -74,12 +81,16 @@ import inspect
 import math
 import os
 import sys
+import threading
 
 import numpy as np
 import torch
 
 SPEC = {spec!r}  # the implementation under test, as given to --impl
-MODULE, ATTR, MODULE_FILE = {module!r}, {attr!r}, {module_file!r}
+MODULE, ATTR = {module!r}, {attr!r}  # its module (a path or a dotted name) and attribute
+RECORDED_FILE = {module_file!r}  # where the file was when the case was recorded
+# A time-out case: the limit its call was recorded with, in seconds (None: no limit)
+TIME_LIMIT = {time_limit!r}
 OP, CHECK = {op!r}, {run_check!r}
 KWARGS = {kwargs}
 LAYOUTS = {layout_dict!r}
@@ -100,19 +111,52 @@ BEFORE = {before}
 
 _BODY = '''
 
+GIVEN = ""  # the implementation named on the command line (set below)
+
+
+def is_path(module):
+    return module.endswith(".py") or "/" in module or "\\\\" in module or os.path.isfile(module)
+
+
+def implementation_source():
+    """(module, attr, file or None): what to import, first found of: the command line
+    (`python this_script.py SPEC`), $CONV_IMPL, a file of the recorded name beside this
+    script, the recorded path from the current folder, the path it was recorded at."""
+    module, attr = MODULE, ATTR
+    given = GIVEN or os.environ.get("CONV_IMPL", "").strip()
+    if given:
+        head, sep, tail = given.rpartition(":")
+        module, attr = (head, tail) if sep and head and tail.isidentifier() else (given, ATTR)
+        if not is_path(module):
+            return module, attr, None
+        if not os.path.isfile(module):
+            raise SystemExit(f"{{given}}: no such file")
+        return module, attr, os.path.abspath(module)
+    if not is_path(module):
+        return module, attr, None
+    here = os.path.dirname(os.path.abspath(__file__))
+    for candidate in (os.path.join(here, os.path.basename(module)), module, RECORDED_FILE):
+        if candidate and os.path.isfile(candidate):
+            return module, attr, os.path.abspath(candidate)
+    raise SystemExit(f"cannot find {{os.path.basename(module)}} beside this script, at "
+                     f"{{module}} from here, or at {{RECORDED_FILE}}: copy the script beside "
+                     "it, or name it: python " + os.path.basename(__file__) + " PATH_OR_MODULE")
+
+
 def implementation():
     """Import the implementation as the harness did: file path, dotted module, :attr."""
-    if MODULE_FILE:
-        sys.path.insert(0, os.path.dirname(MODULE_FILE))
-        spec = importlib.util.spec_from_file_location("impl_under_test", MODULE_FILE)
+    module_name, attr, module_file = implementation_source()
+    if module_file:
+        sys.path.insert(0, os.path.dirname(module_file))
+        spec = importlib.util.spec_from_file_location("impl_under_test", module_file)
         module = importlib.util.module_from_spec(spec)
         sys.modules["impl_under_test"] = module
         spec.loader.exec_module(module)
     else:
-        sys.path.insert(0, os.getcwd())
-        module = importlib.import_module(MODULE)
+        sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), os.getcwd()]
+        module = importlib.import_module(module_name)
     target = module
-    for part in ATTR.split(".") if ATTR else ():
+    for part in attr.split(".") if attr else ():
         target = getattr(target, part)
     if inspect.isclass(target) and any(
             inspect.isfunction(inspect.getattr_static(target, name, None))
@@ -300,7 +344,21 @@ def main():
         raise Failed("\\n".join(DEFERRED))
 
 
+def stop_at_the_limit():
+    """Exit 1 once TIME_LIMIT has passed, even inside a C call that never returns."""
+    def stop():
+        print(f"FAILED {{SPEC}} {{OP}}: did not return within {{TIME_LIMIT:g}} s (the time "
+              "limit this case was recorded with)", flush=True)
+        os._exit(1)
+    timer = threading.Timer(TIME_LIMIT, stop)
+    timer.daemon = True
+    timer.start()
+
+
 if __name__ == "__main__":
+    GIVEN = sys.argv[1] if len(sys.argv) > 1 else ""
+    if TIME_LIMIT:
+        stop_at_the_limit()
     try:
         main()
     except Failed as failure:
@@ -362,6 +420,20 @@ def _before(record: dict[str, Any], p) -> str:
     return "[\n" + "\n".join(out) + "\n]"
 
 
+#: what harness/running/calling.py's time-out failure says, with the limit
+_TIME_LIMIT = re.compile(r"did not return within ([0-9.]+(?:e[+-]?[0-9]+)?) s")
+
+
+def recorded_time_limit(record: dict[str, Any]) -> float | None:
+    """The limit a time-out case's call was recorded with (None: not a time-out)."""
+    if record.get("check") != "timeout":
+        return None
+    if isinstance(record.get("time_limit"), (int, float)):
+        return float(record["time_limit"])
+    found = _TIME_LIMIT.search(str(record.get("message", "")))
+    return float(found.group(1)) if found else None
+
+
 def render_script(record: dict[str, Any], case: ConvCase | None = None,
                   name: str = "this_script.py") -> str:
     """The standalone reproduction script of a case record."""
@@ -373,6 +445,7 @@ def render_script(record: dict[str, Any], case: ConvCase | None = None,
     if _is_path(module):
         module_file = record.get("impl_file") or str(Path(module).expanduser().resolve())
     run_check = record.get("run_check") or record["check"]
+    time_limit = recorded_time_limit(record)
     if run_check == FORWARD_CHECK:
         main = _MAINS["forward"]
     elif run_check in GRADIENT_CHECKS:
@@ -393,7 +466,7 @@ def render_script(record: dict[str, Any], case: ConvCase | None = None,
         name=name,
         versions=(f"(numpy {versions['numpy']}, torch {versions['torch']})"
                   if "numpy" in versions and "torch" in versions else ""),
-        spec=spec, module=module if module_file is None else None, attr=attr,
+        spec=spec, module=module, attr=attr, time_limit=time_limit,
         module_file=module_file, op=p.op, run_check=run_check, kwargs=kwargs,
         layout_dict=layouts, terms=_terms(case), dtype=p.dtype,
         **{n: _literal(a, p.dtype, len(n) + 3 + len("np.array(")) for n, a in arrays.items()},

@@ -33,8 +33,8 @@ from harness.running.calling import CheckFailure
 from harness.running.loader import load_implementation
 from strategies import conv_cases
 
-ALLOWED_IMPORTS = {"importlib", "importlib.util", "inspect", "math", "os", "sys", "numpy",
-                   "torch"}
+ALLOWED_IMPORTS = {"importlib", "importlib.util", "inspect", "math", "os", "sys", "threading",
+                   "numpy", "torch"}
 
 
 def load_script(text: str, folder: Path):
@@ -167,3 +167,88 @@ def test_script_runs_standalone_against_a_file_spec_class(tmp_path):
     assert runs["bad"].returncode == 1, bad_out + bad_err
     assert "grad_input: " in bad_out and "largest error 0.5 at index" in bad_out
     assert "expected grad_input:" in bad_out and "actual grad_input:" in bad_out
+
+
+# ------------------------------------------------ scripts that travel (issue 20)
+
+BUGGY = """\
+from conv_impl import einsum
+def conv2d_backward(*args, **kw):
+    gi, gw, gb = einsum.conv2d_backward(*args, **kw)
+    return gi + 0.5, gw, gb
+"""
+FIXED = "from conv_impl.einsum import conv2d_backward\n"
+
+
+def _run(script: Path, *args: str, cwd: Path, env: dict | None = None):
+    import os
+    full = {k: v for k, v in os.environ.items() if k != "CONV_IMPL"}
+    return subprocess.run([sys.executable, str(script), *args], cwd=cwd, text=True,
+                          capture_output=True, timeout=300, env={**full, **(env or {})})
+
+
+def test_a_script_copied_beside_the_users_file_runs_there(tmp_path):
+    """Recorded on another machine (its path does not exist here): the script finds the
+    file of that name beside itself; an argument or $CONV_IMPL names another."""
+    record, case = load_case(corpus_files()[0])
+    record = {**record, "impl": "/home/someone/project/mine.py",
+              "impl_file": "/home/someone/project/mine.py"}
+    report = tmp_path / "bug-report"
+    report.mkdir()
+    (report / "mine.py").write_text(BUGGY)
+    (tmp_path / "fixed.py").write_text(FIXED)
+    script = report / "repro.py"
+    script.write_text(render_script(record, case, name="repro.py"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = _run(script, cwd=elsewhere)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "largest error 0.5 at index" in done.stdout
+    assert _run(script, str(tmp_path / "fixed.py"), cwd=elsewhere).returncode == 0
+    assert _run(script, cwd=elsewhere, env={"CONV_IMPL": str(tmp_path / "fixed.py")}) \
+        .returncode == 0
+    (report / "mine.py").unlink()  # nowhere to be found: one clear line, not a traceback
+    lost = _run(script, cwd=elsewhere)
+    assert lost.returncode == 1 and "cannot find mine.py beside this script" in lost.stderr
+    assert "Traceback" not in lost.stderr
+
+
+def test_a_relative_spec_is_found_from_the_current_folder_and_a_module_by_name(tmp_path):
+    record, case = load_case(corpus_files()[0])
+    (tmp_path / "pkgdir").mkdir()
+    (tmp_path / "pkgdir" / "fixed_mod.py").write_text(FIXED)
+    script = tmp_path / "repro.py"
+    script.write_text(render_script({**record, "impl": "pkgdir/fixed_mod.py"}, case))
+    assert _run(script, cwd=tmp_path).returncode == 0
+    script.write_text(render_script({**record, "impl": "fixed_mod"}, case))
+    assert _run(script, cwd=tmp_path / "pkgdir").returncode == 0
+
+
+def test_the_time_limit_is_read_from_the_recorded_failure():
+    from harness.reporting.script import recorded_time_limit
+    from harness.running.calling import timeout_failure
+
+    def fn():
+        pass
+    full = timeout_failure(fn, "conv2d", 0.5, 0.5).message
+    shorter = timeout_failure(fn, "conv2d", 0.25, 10.0).message
+    assert recorded_time_limit({"check": "timeout", "message": full}) == 0.5
+    assert recorded_time_limit({"check": "timeout", "message": shorter}) == 0.25
+    assert recorded_time_limit({"check": "timeout", "message": full, "time_limit": 2}) == 2.0
+    assert recorded_time_limit({"check": "grad_input", "message": full}) is None
+
+
+def test_a_timeout_script_stops_at_its_recorded_limit_and_says_so(tmp_path):
+    from harness.running.calling import timeout_failure
+
+    _, case = load_case(corpus_files()[1])  # stride 3: tests/harness/broken/hangs.py loops
+    assert case.problem.stride != (1, 1)
+    hangs = Path(__file__).parent / "broken" / "hangs.py"
+    message = timeout_failure(lambda: None, "conv2d", 0.5, 0.5).message
+    record = case_record(str(hangs), case, "timeout", message, run_check="forward")
+    script = tmp_path / "repro.py"
+    script.write_text(render_script(record, case))
+    done = _run(script, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "did not return within 0.5 s (the time limit this case was recorded with)" \
+        in done.stdout
