@@ -30,11 +30,19 @@ def test_a_budget_too_small_for_large_examples_draws_small_ones(run_pytest, tmp_
                       "--conv-budget", str(BUDGET), "--conv-failures", tmp_path / "f")
     took = time.monotonic() - started
     assert done.returncode == 0, done.stdout[-3000:]
-    assert re.search(r"noted \(not failures\): --conv-budget chose no large sizes for conv2d "
-                     r"grad_input \(an example took [\d.e-]+ s tiny, [\d.e-]+ s small, "
-                     r"[\d.e-]+ s large\)", done.stdout), done.stdout[-3000:]
+    chosen = re.search(r"noted \(not failures\): --conv-budget chose no large sizes for conv2d "
+                       r"grad_input \(an example took ([\d.e-]+) s tiny, ([\d.e-]+) s small, "
+                       r"([\d.e-]+) s large\)", done.stdout)
+    assert chosen, done.stdout[-3000:]
+    # The choice follows what it measured, whatever the machine's load: large examples
+    # cost over twice small ones, and 100 small ones fit the budget (else it would have
+    # cut the small sizes too, where that helps). How many then ran depends on the load.
+    tiny, small, large = (float(t) for t in chosen.groups())
+    assert large > 2 * small, chosen.group(0)
+    assert 100 * small <= BUDGET or small <= 2 * tiny, chosen.group(0)
     summary = json.loads((tmp_path / "f" / "summary.json").read_text())
-    assert summary["implementations"][0]["examples"] == 100  # the profile's, within budget
+    # (on a loaded machine timing the three examples can spend the whole budget: none)
+    assert summary["implementations"][0]["examples"] <= 100
     # the tiny tier's sizes only: the large tier reaches K in the thousands
     largest = re.search(r"reduction length K (\d+)", done.stdout)
     assert largest and int(largest.group(1)) <= 200, done.stdout[-2000:]

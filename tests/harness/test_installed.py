@@ -1,8 +1,11 @@
 """Contract section 5: the installed suite, ``conv-harness``, from a wheel, in any folder.
 
 A wheel is built from this checkout and installed (not editable) into a
-fresh venv that sees the machine's packages (``--system-site-packages``, so
-torch, numpy, Hypothesis and pytest are not downloaded again); then
+fresh venv that sees the running interpreter's packages (so torch, numpy,
+Hypothesis and pytest are not downloaded again): ``--system-site-packages``
+gives the base interpreter's, and when the suite itself runs in a venv (the
+README's set-up) a ``.pth`` file names that venv's site-packages too, which
+``--system-site-packages`` alone does not see (issue 20); then
 ``conv-harness`` runs from an empty folder outside the project, as a user of
 another project would run it.
 """
@@ -13,6 +16,7 @@ import json
 import re
 import os
 import shutil
+import site
 import subprocess
 import sys
 import time
@@ -59,6 +63,22 @@ def _ignore_caches(folder: str, names: list[str]) -> list[str]:
     return [n for n in names if n in ("__pycache__", "build") or n.endswith(".egg-info")]
 
 
+def see_running_interpreters_packages(venv: Path) -> None:
+    """Put this interpreter's site-packages on the venv's path (a ``.pth`` file).
+
+    From inside a venv, ``sys.executable -m venv --system-site-packages`` sees
+    the base interpreter's packages, not the running venv's, where torch and
+    pytest-xdist are. Plain paths, after the venv's own site-packages: the
+    wheel installed there comes first, and the outer folders' own ``.pth``
+    files (an editable install of this project) are not run.
+    """
+    found = subprocess.run([str(venv / "bin" / "python"), "-c",
+                            "import site; print(site.getsitepackages()[0])"],
+                           check=True, capture_output=True, text=True).stdout.strip()
+    outer = [path for path in site.getsitepackages() if Path(path).is_dir()]
+    (Path(found) / "_conv_harness_outer_site.pth").write_text("\n".join(outer) + "\n")
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Installed:
     """Build the wheel (from a copy of the sources: no build/ in the checkout) and install it."""
@@ -82,6 +102,7 @@ def installed(tmp_path_factory) -> Installed:
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
                    check=True, capture_output=True, text=True)
+    see_running_interpreters_packages(venv)
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps",
                     str(wheel)], check=True, capture_output=True, text=True)
     timings["venv+install"] = time.perf_counter() - start
