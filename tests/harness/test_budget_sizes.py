@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 
 from tests.harness.test_triage import run_summary, scripts_exit_1
@@ -25,10 +24,9 @@ BUDGET = 4.0
 
 
 def test_a_budget_too_small_for_large_examples_draws_small_ones(run_pytest, tmp_path):
-    started = time.monotonic()
     done = run_pytest("--impl", f"{SLOW}:by_size", "-k", "test_grad_input and conv2d]",
-                      "--conv-budget", str(BUDGET), "--conv-failures", tmp_path / "f")
-    took = time.monotonic() - started
+                      "--conv-budget", str(BUDGET), "--conv-failures", tmp_path / "f",
+                      "--durations=0")
     assert done.returncode == 0, done.stdout[-3000:]
     chosen = re.search(r"noted \(not failures\): --conv-budget chose no large sizes for conv2d "
                        r"grad_input \(an example took ([\d.e-]+) s tiny, ([\d.e-]+) s small, "
@@ -42,12 +40,18 @@ def test_a_budget_too_small_for_large_examples_draws_small_ones(run_pytest, tmp_
     assert 100 * small <= BUDGET or small <= 2 * tiny, chosen.group(0)
     summary = json.loads((tmp_path / "f" / "summary.json").read_text())
     # (on a loaded machine timing the three examples can spend the whole budget: none)
-    assert summary["implementations"][0]["examples"] <= 100
-    # the tiny tier's sizes only: the large tier reaches K in the thousands
+    examples = summary["implementations"][0]["examples"]
+    assert examples <= 100
+    # the tiny tier's sizes only, in whatever ran: the large tier reaches K in the thousands
     largest = re.search(r"reduction length K (\d+)", done.stdout)
-    assert largest and int(largest.group(1)) <= 200, done.stdout[-2000:]
+    assert (largest is None and examples == 0) or (
+        largest and int(largest.group(1)) <= 200), done.stdout[-2000:]
     assert not re.search(r"large (batch|channels|kernel)", done.stdout), done.stdout[-2000:]
-    assert took < BUDGET + 25, took  # start-up and the summary on top of the budget
+    # The test's own time (pytest's call phase: not the process's start-up, which a
+    # loaded machine stretches to a minute): the budget, the three timed examples
+    # and the example in flight when it ran out.
+    took = float(re.search(r"([\d.]+)s call .*test_grad_input", done.stdout).group(1))
+    assert took < BUDGET + 25, took
 
 
 def test_sizes_chosen_once_keep_shrinking_and_replay_deterministic(run_pytest, tmp_path):
