@@ -117,8 +117,9 @@ FINDINGS = [
 NOT_REPRODUCED = [
     ("OpenVINO 2026.4.1", "3-d Convolution drops whole outputs with one inference thread "
      "under its default bf16 precision",
-     "this CPU has no native bf16, so the default inference precision is f32 "
-     "(`INFERENCE_PRECISION_HINT`); not tried with bf16 forced"),
+     "this CPU has no native bf16: the default inference precision is f32, and a 3-d "
+     "Convolution compiled with `INFERENCE_PRECISION_HINT: bf16` and one thread still "
+     "reports f32 and matches torch"),
     ("OpenVINO 2026.4.1", "its default inference precision is bf16 on CPUs with native bf16, "
      "even for float16 models", "needs a CPU with native bf16; this one reports f32"),
     ("OpenVINO 2026.4.1", "float64 Convolution segfaults",
