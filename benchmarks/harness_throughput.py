@@ -220,11 +220,11 @@ def throughput(spec: str, examples: int, op: str, out: Callable[[str], None]) ->
     from harness import suite
     from harness.checks import oracle
     from harness.checks.registry import REGISTRY
-    from harness.plugin import Target
     from harness.running import calling
     from harness.running.calling import DEFAULT_TIMEOUT
     from harness.running.isolate import CrashRecorder
     from harness.running.loader import load_implementation
+    from harness.running.target import Target
 
     impl = load_implementation(spec)
     oracle.warm_up()  # what the suite's session fixture does once per worker

@@ -11,7 +11,6 @@ that right (`_repair_path_options`).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -27,28 +26,10 @@ from harness.running.loader import (
     SpecError,
     load_implementation,
 )
+from harness.running.target import Target
 
 IMPLEMENTATIONS = pytest.StashKey[list[Implementation]]()
 PATH_OPTIONS = ("--impl", "--conv-failures", "--replay")
-
-
-@dataclass(frozen=True)
-class Target:
-    """One implementation and one operation: what a conformance test runs on."""
-
-    impl: Implementation
-    op: str
-    timeout: float | None
-    failures_dir: Path
-
-    def __str__(self) -> str:
-        return f"{self.impl.name}-{self.op}"
-
-    def __repr__(self) -> str:  # what pytest's tracebacks show
-        return f"Target({self.impl.spec!r}, {self.op!r})"
-
-    def _repr_pretty_(self, printer, cycle) -> None:  # how Hypothesis prints it
-        printer.text(repr(self))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -418,7 +418,7 @@ def _own_failure(item: pytest.Item, impl: Implementation, replay: ReplayCase,
                  failure: CheckFailure, timeout: float | None, failures_dir: Path) -> str:
     """Save, explain and record a regression failure as ``impl``'s bug; its report."""
     from harness import suite
-    from harness.plugin import Target
+    from harness.running.target import Target
     from harness.reporting.summary import REPLAYED
     from harness.triage.search import BUGS, describe
 

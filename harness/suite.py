@@ -24,13 +24,13 @@ from hypothesis.control import current_build_context
 
 from harness.checks import oracle
 from harness.checks.registry import REGISTRY, examine
-from harness.plugin import Target
 from harness.problem import ConvCase
 from harness.reporting import coverage
 from harness.reporting.failures import case_path, case_record, save_case, script_path
 from harness.reporting.script import render_script
 from harness.running.calling import CheckFailure
 from harness.running.capabilities import Capabilities
+from harness.running.target import Target
 from harness.triage.catalog import Bug
 from harness.triage.history import CALLS
 from strategies import conv_cases

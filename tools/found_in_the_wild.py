@@ -1,287 +1,186 @@
-"""Regenerate examples/README.md's "Found in the wild" section from real runs (never hand-edit it).
+"""Write examples/README.md's "Found in the wild" table from the findings' scripts.
 
-Runs the suite, as a user would, against each real framework's example
-adapter that is installed here (examples/jax_conv.py, tensorflow_conv.py,
-tinygrad_conv.py), each run under ``--conv-budget`` and with the options
-the framework needs (``--isolate`` where it crashes the process), then runs
-the reproduction script of every distinct bug the run listed
-(``summary.json``), alone in a fresh process, and writes into
-examples/README.md between the markers
+One row per finding: the library and version it was found in, what is wrong,
+the minimal case, and the command that reproduces it, a script under
+examples/found_in_the_wild/ that needs NumPy and the library only. The rows
+are `FINDINGS` below; the table is written between the markers
 
-    <!-- found-in-the-wild:tensorflow:begin -->
-    <!-- found-in-the-wild:tensorflow:end -->
+    <!-- found-in-the-wild:begin -->
+    <!-- found-in-the-wild:end -->
 
-(one pair per framework: ``jax``, ``tensorflow``, ``tinygrad``) its versions,
-the commands, each run's time and exit status, its summary table, and per
-bug the report as the harness printed it (shrunk case, explanation,
-trigger), the script and what the script printed with its exit status. A framework that is not installed is listed as not run. The
-run's temporary failures folder is shown as ``.conv-failures``.
+(the only part of examples/README.md this tool writes).
+tests/harness/test_found_in_the_wild.py checks that the table is current, that
+every script is listed, and, where the library is installed, that each script
+still shows its bug (exit status 1, or the signal that kills it).
 
-    python tools/found_in_the_wild.py [--print] [--only NAME ...] [--budget-scale X]
-
-A whole regeneration takes about as long as the runs' budgets add up to
-(about 33 minutes on 2 shared cores with the default budgets: JAX 19, TensorFlow 3,
-tinygrad 11). Run it with the Python that has the frameworks (e.g. a venv with
-``--system-site-packages`` beside the project's install), so the project's own
-environment, and CI, stay free of them.
+    python tools/found_in_the_wild.py [--print]
+    python tools/found_in_the_wild.py --verify   # run every script whose library is here
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib.metadata
 import importlib.util
-import json
-import os
-import re
+import signal
 import subprocess
 import sys
-import tempfile
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+
+try:
+    from tools.markers import between
+except ImportError:  # run as a script: tools/ is on the path
+    from markers import between
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "examples" / "README.md"
-CONFORMANCE = "tests/conformance/test_conformance.py"
+SCRIPTS = ROOT / "examples" / "found_in_the_wild"
+BEGIN, END = "<!-- found-in-the-wild:begin -->", "<!-- found-in-the-wild:end -->"
 
 
-@dataclass
-class Run:
-    """One run of the suite: which tests, with which options, and why this selection."""
+@dataclass(frozen=True)
+class Finding:
+    """One bug in a real library, and how its script shows it."""
 
-    why: str
-    args: list[str]
-    budget: float
-    profile: str = "dev"
-    workers: int = 0  # pytest-xdist workers (0: none)
+    library: str  # as the table names it, with the version it was found in
+    module: str  # what must be importable to run the script
+    dist: str  # the distribution whose installed version --verify reports
+    what: str
+    minimal: str
+    script: str  # file name under examples/found_in_the_wild/
+    verified: str  # how it was last seen reproducing
+    shows: str = "exit 1"  # what the script does while the bug is there: exit 1, SIGABRT, ...
+
+    @property
+    def path(self) -> Path:
+        return SCRIPTS / self.script
+
+    def row(self) -> str:
+        command = f"`python examples/found_in_the_wild/{self.script}`"
+        return (f"| {self.library} | {self.what} | {self.minimal} | {command}: {self.shows} "
+                f"| {self.verified} |")
 
 
-@dataclass
-class Framework:
-    name: str
-    module: str  # what must be importable
-    dists: list[str]  # the distributions whose versions are reported
-    impl: str
-    runs: list[Run]
-    note: str = ""
-    env: dict[str, str] = field(default_factory=dict)
+TEST_FRAMEWORKS = ("script not run here (library not installed); the case is pinned in "
+                   "tests/harness/test_frameworks.py")
+HERE = "its script, run here with {}"
 
+FINDINGS = [
+    Finding("JAX, jaxlib 0.10.2", "jax", "jaxlib",
+            "conv2d's (and conv3d's) input gradient aborts the process: XLA's \"Window "
+            "dimensions do not match RHS shape\"",
+            "input 4x1, kernel 2x2, stride 2x2, padding 1x1, 1 channel",
+            "jax_conv2d_backward_aborts.py", TEST_FRAMEWORKS, "SIGABRT"),
+    Finding("TensorFlow 2.21 (oneDNN)", "tensorflow", "tensorflow-cpu",
+            "float32 Conv2D returns [2, 0, 2, 0] where every output is 2",
+            "batch 2, input 2x3 of ones, kernel 1x2 of ones, stride 1x2",
+            "tensorflow_onednn_conv2d_forward.py", TEST_FRAMEWORKS),
+    Finding("TensorFlow 2.21 (oneDNN)", "tensorflow", "tensorflow-cpu",
+            "float32 Conv3D drops an output: [0, 0, 0] for [0, 1, 0]",
+            "input 1x1x1, padding 0x1x1, kernel 1x1x2, stride 1x1x2",
+            "tensorflow_onednn_conv3d_drops_output.py", TEST_FRAMEWORKS),
+    Finding("TensorFlow 2.21", "tensorflow", "tensorflow-cpu",
+            "float32 Conv2DBackpropFilter corrupts the heap (glibc abort or segfault within "
+            "a few calls)",
+            "input 64x15, kernel 1x1, stride 4x3 (stride 1 is fine)",
+            "tensorflow_conv2d_weight_gradient_heap.py", TEST_FRAMEWORKS, "SIGABRT or SIGSEGV"),
+    Finding("tinygrad 0.14.0", "tinygrad", "tinygrad",
+            "conv2d's backward raises \"bad reshape\" on a valid problem",
+            "input 1x1, kernel 1x2, stride 3x1, padding 2x1",
+            "tinygrad_conv2d_bad_reshape.py", TEST_FRAMEWORKS),
+    Finding("tinygrad 0.14.0", "tinygrad", "tinygrad",
+            "conv2d's input gradient is right alone, wrong after an earlier call with the "
+            "same shapes",
+            "input 1x2, kernel 2x2, padding 2x1, dilation 1x3; the same call twice",
+            "tinygrad_conv2d_backward_history.py", TEST_FRAMEWORKS),
+    Finding("MLX 0.32.4", "mlx", "mlx",
+            "conv_transpose returns the wrong shape, or raises, when padding > "
+            "dilation * (kernel - 1)",
+            "1-d, input 4, kernel 3, stride 2, padding 3 (length 1 for 3); input 2, kernel 1, "
+            "stride 3, padding 1 (ValueError)",
+            "mlx_conv_transpose_padding.py", HERE.format("mlx 0.32.4: exit 1")),
+    Finding("MLX 0.32.4", "mlx", "mlx",
+            "the vjp of conv_transpose with output_padding returns an input cotangent one "
+            "element short",
+            "1-d, input 2, kernel 1, stride 2, output_padding 1 (cotangent of length 1)",
+            "mlx_conv_transpose_vjp_output_padding.py", HERE.format("mlx 0.32.4: exit 1")),
+    Finding("OpenVINO 2026.4.1 (CPU)", "openvino", "openvino",
+            "a float64 Convolution (every kind: 1-d to 3-d, transposed, grouped) is computed "
+            "in float32 and returned as float64",
+            "1-d, one element: 1/3 * 1/3 off by 8e-9",
+            "openvino_float64_convolution_in_float32.py",
+            HERE.format("openvino 2026.4.1: exit 1")),
+]
 
-FRAMEWORKS = [
-    Framework(
-        "JAX", "jax", ["jax", "jaxlib"], "examples/jax_conv.py",
-        [Run("the whole suite, every operation and check, on 2 workers, each call in a child "
-             "process (`--isolate`), so that XLA's abort is a failure to shrink, not the end of "
-             "the run", ["-n", "2", "--isolate"], 15),
-         Run("every check that calls conv3d's backward, under `--isolate`, with more time and "
-             "the `thorough` profile: the abort needs, on one axis, kernel 2, stride 2, "
-             "padding 1 and an even input of 4 or more, and on another a kernel wider than the "
-             "output (examples/jax_crash_map.py), which about one conv3d problem in 800 has "
-             "and no conv2d problem in 5,000 draws of the strategies had",
-             [CONFORMANCE, "tests/conformance/test_properties.py", "-n", "2",
-              "-k", "conv3d and not test_forward", "--isolate"], 120, profile="thorough")]),
-    Framework(
-        "TensorFlow", "tensorflow", ["tensorflow-cpu"], "examples/tensorflow_conv.py",
-        [Run("the whole suite, every operation and check, on 2 workers", ["-n", "2"], 15),
-         Run("conv2d's weight gradient with every call in a child process (`--isolate`), "
-             "to shrink a crash of the backward", [CONFORMANCE, "-k",
-                                                   "test_grad_weight and conv2d",
-                                                   "--isolate"], 90),
-         Run("conv2d's forward pass, `thorough` profile (more examples per check)",
-             [CONFORMANCE, "-k", "test_forward and conv2d"], 240, profile="thorough")]),
-    Framework(
-        "tinygrad", "tinygrad", ["tinygrad"], "examples/tinygrad_conv.py",
-        [Run("the whole suite, every operation and check, on 2 workers", ["-n", "2"], 15),
-         Run("conv2d's input gradient and repeatability, with more time per check",
-             [CONFORMANCE, "-n", "2", "-k", "conv2d and (test_grad_input or test_repeatable)"],
-             150)],
-        note="tinygrad's CPU device needs a C compiler: `apt-get install clang`."),
+#: findings reported elsewhere (issue 24) that this machine could not confirm: library,
+#: the claim, what was tried here
+NOT_REPRODUCED = [
+    ("OpenVINO 2026.4.1", "3-d Convolution drops whole outputs with one inference thread "
+     "under its default bf16 precision",
+     "this CPU has no native bf16: the default inference precision is f32, and a 3-d "
+     "Convolution compiled with `INFERENCE_PRECISION_HINT: bf16` and one thread still "
+     "reports f32 and matches torch"),
+    ("OpenVINO 2026.4.1", "its default inference precision is bf16 on CPUs with native bf16, "
+     "even for float16 models", "needs a CPU with native bf16; this one reports f32"),
+    ("OpenVINO 2026.4.1", "float64 Convolution segfaults",
+     "no crash in 1,979 examples of forward and delta_kernel over the six operations under "
+     "`--isolate` (examples/openvino_conv.py), nor by hand on small 1-d to 3-d problems; "
+     "float64 is computed in float32 instead (above)"),
+    ("OpenVINO 2026.4.1", "ConvTranspose ignores pads_begin with dilation 3 and "
+     "output_padding 2", "the same run: float32 and float16 transposed forwards passed; six "
+     "1-d cases with dilation 3 and output_padding 2 by hand matched torch"),
 ]
 
 
-def _versions(framework: Framework) -> str:
-    out = []
-    for dist in framework.dists:
-        try:
-            out.append(f"{dist} {importlib.metadata.version(dist)}")
-        except importlib.metadata.PackageNotFoundError:
-            out.append(f"{dist} (not installed)")
-    return ", ".join(out)
+def table() -> str:
+    head = ("| library | what is wrong | minimal case | reproduce: what it does while the bug "
+            "is there | seen |\n|---|---|---|---|---|")
+    rows = "\n".join(f.row() for f in FINDINGS)
+    not_here = "\n".join(f"| {library} | {claim} | {tried} |"
+                         for library, claim, tried in NOT_REPRODUCED)
+    return (f"{head}\n{rows}\n\nReported, but not reproduced on this project's machine:\n\n"
+            f"| library | claim | what was tried here |\n|---|---|---|\n{not_here}")
 
 
-def _show(text: str, failures: Path) -> str:
-    return text.replace(str(failures), ".conv-failures")
+def outcome(result: subprocess.CompletedProcess) -> str:
+    """What a script run did, in the words of `Finding.shows`."""
+    if result.returncode < 0:
+        return signal.Signals(-result.returncode).name
+    return f"exit {result.returncode}"
 
 
-def _quiet(stdout: str) -> str:
-    """Drop TensorFlow's and pytest-benchmark's start-up chatter from a run's output."""
-    noise = ("oneDNN custom operations", "absl::InitializeLog", "PytestBenchmarkWarning",
-             "warner(PytestBenchmarkWarning")
-    return "\n".join(line for line in stdout.splitlines()
-                     if not any(n in line for n in noise))
+def run(finding: Finding, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(finding.path)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
 
 
-def _summary_block(stdout: str) -> str:
-    if "convolution harness summary" not in stdout:
-        return ""
-    block = stdout.split("convolution harness summary", 1)[1].split("\n", 1)[1]
-    lines = []
-    for line in block.splitlines():
-        if line.startswith("(this summary as JSON") or line.startswith("====="):
-            break
-        lines.append(line)
-    return "\n".join(lines).rstrip()
-
-
-def _command(framework: Framework, run: Run, scale: float = 1.0) -> str:
-    budget = f"--conv-budget {run.budget * scale:g}"
-    profile = "" if run.profile == "dev" else f"HYPOTHESIS_PROFILE={run.profile} "
-    return f"{profile}pytest --impl {framework.impl} {' '.join(_q(a) for a in run.args)} {budget}"
-
-
-def _q(arg: str) -> str:
-    return f'"{arg}"' if " " in arg else arg
-
-
-def _do_run(framework: Framework, run: Run, scale: float, tmp: Path, index: int) -> str:
-    failures = tmp / f"{framework.module}-{index}"
-    budget = run.budget * scale
-    env = {**os.environ, "HYPOTHESIS_PROFILE": run.profile, **framework.env}
-    env.pop("CI", None)
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-               "-W", "ignore::DeprecationWarning", "--impl", framework.impl, *run.args,
-               "--conv-budget", f"{budget:g}", "--conv-failures", str(failures)]
-    start = time.monotonic()
-    try:
-        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=max(1800.0, 40 * budget))
-        stdout, status = _quiet(done.stdout), str(done.returncode)
-    except subprocess.TimeoutExpired as exc:
-        stdout = _quiet(exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or "")
-        status = "killed (time limit)"
-    seconds = time.monotonic() - start
-    summary_file = failures / "summary.json"
-    impls = (json.loads(summary_file.read_text())["implementations"]
-             if summary_file.is_file() else [])
-    bugs = impls[0]["bugs"] if impls else []
-    tail = stdout.strip().splitlines()[-1] if stdout.strip() else "(no output)"
-    parts = [f"**Run {index}**: {run.why}.",
-             f"```text\n$ {_command(framework, run, scale)}\n{_show(tail, failures)}\n```",
-             f"It took {seconds:.0f} s on this machine (exit status {status}) and listed "
-             f"{len(bugs)} distinct bug(s)."]
-    summary = _summary_block(stdout)
-    if summary:
-        parts.append("Its summary:\n\n```text\n" + _show(summary, failures) + "\n```")
-    elif status != "0":
-        parts.append("Its output ends:\n\n```text\n"
-                     + _show("\n".join(stdout.splitlines()[-30:]), failures) + "\n```")
-    crashes = re.findall(r"^.*crashed the test process.*$|^worker '\w+' crashed.*$", stdout, re.M)
-    if crashes:
-        parts.append("Crashes it reported outside the bug list (a crash without `--isolate` "
-                     "is not shrunk):\n\n```text\n"
-                     + _show("\n".join(dict.fromkeys(crashes)), failures) + "\n```")
-    for number, bug in enumerate(bugs, 1):
-        parts.append(_bug(number, bug, failures, env, stdout, summary))
-    return "\n\n".join(parts)
-
-
-def _report(stdout: str, bug: dict) -> str:
-    """The bug's report as pytest printed it: in the failure section of the test of the
-    check that found it, the block of that failure kind (summary.json holds no text)."""
-    header = re.compile(rf"^_+ test_{re.escape(bug['check'])}\[[^\]]*-{re.escape(bug['op'])}\] _+$",
-                        re.M)
-    match = header.search(stdout)
-    if not match:
-        return ""
-    rest = stdout[match.end():]
-    end = re.search(r"^(_{3,} |={3,} )", rest, re.M)
-    section = rest[:end.start()] if end else rest
-    blocks = re.split(r"^--- bug \d+ of \d+ -+$", section, flags=re.M)
-    for block in blocks[1:] or blocks:
-        if f"check '{bug['failure']}'" in block:
-            return block.strip("\n")
-    return section.strip("\n")
-
-
-def _entry(summary: str, number: int) -> str:
-    """Entry ``number`` of the summary's list of distinct bugs."""
-    match = re.search(rf"^  {number}\. .*?(?=^  \d+\. |^  check |\Z)", summary, re.M | re.S)
-    return match.group(0).rstrip() if match else ""
-
-
-def _bug(number: int, bug: dict, failures: Path, env: dict[str, str], stdout: str = "",
-         summary: str = "") -> str:
-    title = (f"Bug {number}: `{bug['failure']}` in `{bug.get('function') or bug['op']}` "
-             f"(checks: {', '.join(bug.get('checks') or [bug['check']])})")
-    report = bug.get("report", "").rstrip() or _report(stdout, bug) or _entry(summary, number)
-    parts = [f"*{title}*, as the harness reported it:",
-             "```text\n" + _show(report, failures) + "\n```"]
-    case = failures / bug["case_file"] if bug.get("case_file") else None
-    script = case.with_suffix(".py") if case else None
-    if script and script.is_file():
-        try:
-            ran = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env,
-                                 capture_output=True, text=True, timeout=600)
-            status = str(ran.returncode)
-            output = "\n".join(_quiet(ran.stdout).splitlines()[:40]
-                               + _quiet(ran.stderr).splitlines()[-12:]).rstrip()
-        except subprocess.TimeoutExpired:
-            status, output = "killed after 600 s", ""
-        parts += [f"Its reproduction script, run alone in a fresh process "
-                  f"(exit status {status}):",
-                  "```text\n$ python " + _show(str(script), failures) + "\n"
-                  + _show(output, failures) + "\n```",
-                  "<details><summary>the script</summary>\n\n```python\n"
-                  + _show(script.read_text().rstrip(), failures) + "\n```\n\n</details>"]
-    return "\n\n".join(parts)
-
-
-def _markers(framework: Framework) -> tuple[str, str]:
-    key = framework.module
-    return f"<!-- found-in-the-wild:{key}:begin -->", f"<!-- found-in-the-wild:{key}:end -->"
-
-
-def generate(framework: Framework, scale: float) -> str:
-    """One framework's part of the section: its versions, runs, bugs and scripts."""
-    parts = [f"### {framework.name} ({_versions(framework)})"]
-    if importlib.util.find_spec(framework.module) is None:
-        return "\n\n".join(parts + [f"Not installed here: not run "
-                                     f"(`pip install -e '.[{framework.module}]'`)."])
-    if framework.note:
-        parts.append(framework.note)
-    with tempfile.TemporaryDirectory() as tmp:
-        for index, run in enumerate(framework.runs, 1):
-            print(f"{framework.name}: run {index} ...", file=sys.stderr, flush=True)
-            parts.append(_do_run(framework, run, scale, Path(tmp), index))
-    return "\n\n".join(parts)
+def verify() -> int:
+    """Run every script whose library is installed; say whether it still shows its bug."""
+    stale = 0
+    for finding in FINDINGS:
+        if importlib.util.find_spec(finding.module) is None:
+            print(f"{finding.script}: {finding.module} not installed, not run")
+            continue
+        got = outcome(run(finding))
+        version = importlib.metadata.version(finding.dist)
+        still = got in finding.shows.split(" or ")
+        stale += not still
+        print(f"{finding.script}: {finding.dist} {version}: {got} "
+              f"({'reproduces' if still else 'does NOT reproduce: expected ' + finding.shows})")
+    return 1 if stale else 0
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--print", action="store_true", help="print, do not write the README")
-    parser.add_argument("--only", nargs="*", default=[],
-                        help="frameworks to run, by name (the others' parts are kept)")
-    parser.add_argument("--budget-scale", type=float, default=1.0,
-                        help="multiply every run's --conv-budget")
-    args = parser.parse_args(argv)
-    only = [o.lower() for o in args.only]
+    if "--verify" in argv:
+        return verify()
+    block = table()
     text = README.read_text(encoding="utf-8")
-    for framework in FRAMEWORKS:
-        if only and framework.name.lower() not in only:
-            continue
-        section = generate(framework, args.budget_scale)
-        begin, end = _markers(framework)
-        pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
-        if args.print or not pattern.search(text):
-            print(section)
-            continue
-        # Read again: another framework's part may have been written meanwhile.
-        text = README.read_text(encoding="utf-8")
-        text = pattern.sub(lambda _: f"{begin}\n{section}\n{end}", text, count=1)
-        README.write_text(text, encoding="utf-8")
-        print(f"examples/README.md: {framework.name} regenerated "
-              f"({len(section.splitlines())} lines)", file=sys.stderr)
+    new = None if "--print" in argv else between(text, BEGIN, END, block)
+    if new is None:
+        print(block)
+        return 0
+    README.write_text(new, encoding="utf-8")
+    print(f"examples/README.md: found-in-the-wild table regenerated ({len(FINDINGS)} findings)")
     return 0
 
 

@@ -1,18 +1,23 @@
-"""Regenerate the README's tutorial example from a real run (never hand-edit it).
+"""Regenerate the tutorial's example from a real run (never hand-edit it).
 
 Runs the whole conformance suite against the known-buggy
 ``conv_impl.tutorial`` (derandomised: HYPOTHESIS_PROFILE=harness-test, so
 the same shrunk cases every time), then runs the reproduction script of each
 distinct bug it listed and replays one case file against the tutorial and
-against conv_impl.einsum, and writes the run's bug list, the grad_input
-test's report and those outputs into README.md between the markers
+against conv_impl.einsum. It writes the run's bug list into README.md, and the
+grad_input test's report and those outputs into docs/failures.md, each between
+its markers
 
-    <!-- tutorial-example:begin -->
+    <!-- tutorial-example:begin -->        (README.md)
     <!-- tutorial-example:end -->
+    <!-- tutorial-report:begin -->         (docs/failures.md)
+    <!-- tutorial-report:end -->
 
-(the only part of README.md this tool writes). Without the markers it prints
-the section instead. The run's temporary failures folder is shown as
-``.conv-failures`` (the default), which is the only change made to the output.
+(the only parts of those files this tool writes). Without the markers it prints
+the part instead. The run's temporary failures folder is shown as
+``.conv-failures`` (the default), and pytest's ``[gw0] linux -- Python ...``
+line (it names the interpreter's path) is left out; nothing else is changed.
+tests/harness/test_readme.py checks that both copies are current.
 
     python tools/readme_example.py [--print]
 """
@@ -27,9 +32,17 @@ import sys
 import tempfile
 from pathlib import Path
 
+try:
+    from tools.markers import between
+except ImportError:  # run as a script: tools/ is on the path
+    from markers import between
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-BEGIN, END = "<!-- tutorial-example:begin -->", "<!-- tutorial-example:end -->"
+FAILURES_PAGE = ROOT / "docs" / "failures.md"
+#: where each generated part goes: file, begin marker, end marker
+PLACES = {"bugs": (README, "<!-- tutorial-example:begin -->", "<!-- tutorial-example:end -->"),
+          "report": (FAILURES_PAGE, "<!-- tutorial-report:begin -->", "<!-- tutorial-report:end -->")}
 
 
 def _run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -57,13 +70,15 @@ def _last_line(stdout: str) -> str:
     return stdout.strip().splitlines()[-1]
 
 
-def generate() -> str:
+def generate() -> dict[str, str]:
+    """The parts of `PLACES`, from one run."""
     with tempfile.TemporaryDirectory() as tmp:
         failures = Path(tmp) / "failures"
         env = {**os.environ, "HYPOTHESIS_PROFILE": "harness-test"}
         env.pop("CI", None)
 
         def show(text: str) -> str:
+            text = re.sub(r"^\[gw\d+\] \w+ -- Python .*\n", "", text, flags=re.M)
             return text.replace(str(failures), ".conv-failures")
 
         found = _run(_pytest("-n", "2", "--impl", "conv_impl.tutorial", "--conv-failures",
@@ -83,11 +98,12 @@ def generate() -> str:
         shown_case = show(str(case))
         summary = found.stdout.split("convolution harness summary")[1].split("\n", 1)[1]
         summary = summary.split("\n  check ")[0]
-        parts = [
+        bug_list = [
             "The known-buggy tutorial, `pytest -n auto --impl conv_impl.tutorial`: the end "
             "of the run, with its distinct bugs (the same list is in "
             "`.conv-failures/summary.json`):",
-            "```text\n" + show(summary.rstrip()) + "\n" + _last_line(found.stdout) + "\n```",
+            "```text\n" + show(summary.rstrip()) + "\n" + _last_line(found.stdout) + "\n```"]
+        report = [
             "The report of one failing test, `test_grad_input`, as pytest prints it: each "
             "bug it found, shrunk, explained, with its case file and script:",
             "```text\n" + show(_failure_section(found.stdout, "test_grad_input[")) + "\n```",
@@ -105,22 +121,29 @@ def generate() -> str:
             + f"\n\n$ pytest --replay {shown_case} --impl conv_impl.einsum\n"
             + _last_line(replay_good.stdout) + "\n```",
         ]
-    return "\n\n".join(parts)
+    return {"bugs": "\n\n".join(bug_list), "report": "\n\n".join(report)}
+
+
+def place(text: str, key: str, part: str) -> str | None:
+    """``text`` with ``part`` between its markers, or None without them."""
+    _, begin, end = PLACES[key]
+    return between(text, begin, end, part)
 
 
 def main(argv: list[str]) -> int:
-    section = generate()
-    text = README.read_text(encoding="utf-8") if README.exists() else ""
-    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
-    if "--print" in argv or not pattern.search(text):
-        if "--print" not in argv:
-            print(f"(no {BEGIN} ... {END} markers in README.md: printing the section)",
-                  file=sys.stderr)
-        print(section)
-        return 0
-    README.write_text(pattern.sub(lambda _: f"{BEGIN}\n{section}\n{END}", text, count=1),
-                      encoding="utf-8")
-    print(f"README.md: tutorial example regenerated ({len(section.splitlines())} lines)")
+    parts = generate()
+    for key, part in parts.items():
+        path = PLACES[key][0]
+        text = path.read_text(encoding="utf-8") if path.exists() else ""
+        new = None if "--print" in argv else place(text, key, part)
+        if new is None:
+            if "--print" not in argv:
+                print(f"(no {key} markers in {path.name}: printing the part)", file=sys.stderr)
+            print(part)
+            continue
+        path.write_text(new, encoding="utf-8")
+        print(f"{path.relative_to(ROOT)}: tutorial {key} regenerated "
+              f"({len(part.splitlines())} lines)")
     return 0
 
 

@@ -7,7 +7,7 @@ input). `diagnose` compares every result of every call the check made with
 the reference on that call's own problem, so a failure is reported as what
 it is (``grad_input`` wrong, say) and on the problem that shows it. The
 reference is torch in float64 when it is importable, else the NumPy float64
-closed form of harness/checks/properties.py, under the same rounding-error bound.
+closed form of harness/checks/closed_form.py, under the same rounding-error bound.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Callable
 import numpy as np
 
 from harness.checks import oracle
+from harness.checks.closed_form import closed_forms, magnitudes
 from harness.checks.compare import compare
 from harness.checks.tolerance import tolerance
 from harness.problem import ConvCase
@@ -41,7 +42,6 @@ def reference(case: ConvCase):
     """float64 results and sums of |terms| of ``case``: torch's, else NumPy's closed form."""
     if oracle.torch_available():
         return oracle.evaluate(case)
-    from harness.checks.properties import closed_forms, magnitudes
     return closed_forms(case), magnitudes(case)
 
 

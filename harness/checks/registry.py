@@ -7,18 +7,17 @@ around them, and the harness's own tests call them directly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from hypothesis.strategies import SearchStrategy
 
 from harness.checks import oracle
+from harness.checks.check import REGISTRY, Check, register
 from harness.checks.compare import compare
+from harness.checks.diagnosis import attribute
 from harness.checks.tolerance import tolerance
 from harness.problem import ConvCase
 from harness.running.calling import CheckFailure, call_backward, call_forward, observing
-from harness.running.capabilities import Capabilities
 from harness.running.loader import Implementation
 
 GRADIENTS: tuple[str, ...] = ("grad_input", "grad_weight", "grad_bias")
@@ -70,76 +69,6 @@ def check_repeatable(impl: Implementation, case: ConvCase, timeout: float | None
                     function=name, case=case)
 
 
-@dataclass(frozen=True)
-class Check:
-    """A named check: what it calls, whether it needs torch, how it draws cases.
-
-    ``needs`` lists the kinds of function it calls, ``"forward"`` (``conv2d``)
-    and/or ``"backward"`` (``conv2d_backward``), all required; an empty tuple
-    means it runs with whichever of them the implementation provides.
-    ``cases``, if given, replaces the default case strategy
-    (``cases(op, capabilities)``), e.g. for checks that need small float64
-    problems.
-    """
-
-    name: str
-    run: Callable[[Implementation, ConvCase, float | None], None]
-    needs: tuple[str, ...]
-    oracle: bool
-    cases: Callable[[str, Capabilities], SearchStrategy[ConvCase]] | None = None
-    description: str = ""
-    #: time per example relative to a single oracle check (measured by
-    #: benchmarks/harness_throughput.py): pytest runs the costly tests first,
-    #: so that pytest-xdist's workers do not end on one long test
-    cost: float = 1.0
-    #: when the check itself fails (not a call inside it), find the wrong
-    #: result among the calls it made (harness/checks/diagnosis.py): a property that
-    #: combines several calls cannot say which one was wrong
-    attribute: bool = False
-
-    def functions(self, op: str) -> tuple[str, ...]:
-        names = {"forward": op, "backward": f"{op}_backward"}
-        return tuple(names[kind] for kind in self.needs)
-
-    def calls(self, op: str) -> tuple[str, ...]:
-        """The functions the check may call: those it needs, else ``op`` and its backward."""
-        return self.functions(op) or (op, f"{op}_backward")
-
-    def requirement(self) -> str:
-        """What an implementation must provide for the check, in words."""
-        if not self.needs:
-            return "a forward or a backward of the operation (conv2d or conv2d_backward, ...)"
-        return " and ".join({"forward": "a forward (conv2d, ...)",
-                             "backward": "a backward (conv2d_backward, ...)"}[kind]
-                            for kind in self.needs) + (" of the same operation"
-                                                       if len(self.needs) > 1 else "")
-
-    def missing(self, impl: Implementation, op: str) -> tuple[str, ...]:
-        """The functions ``impl`` lacks to run the check on ``op`` (empty: it runs).
-
-        For a check that runs with either function, both are listed when both
-        are missing.
-        """
-        if self.applies_to(impl, op):
-            return ()
-        return tuple(name for name in self.calls(op) if not impl.has(name))
-
-    def applies_to(self, impl: Implementation, op: str) -> bool:
-        if self.needs:
-            return all(impl.has(name) for name in self.functions(op))
-        return any(impl.has(name) for name in self.calls(op))
-
-
-REGISTRY: dict[str, Check] = {}
-
-
-def register(check: Check) -> Check:
-    if check.name in REGISTRY:
-        raise ValueError(f"check {check.name!r} is registered twice")
-    REGISTRY[check.name] = check
-    return check
-
-
 register(Check("forward", check_forward, ("forward",), oracle=True,
                description="the result against torch's"))
 for _which in GRADIENTS:
@@ -171,7 +100,6 @@ def examine(name: str, impl: Implementation, case: ConvCase,
         except CheckFailure as failure:
             failures = [failure]
             if check.attribute and failure.check == name:
-                from harness.checks.diagnosis import attribute
                 failures = attribute(seen.calls) or failures
     failures += [f for f in seen.deferred
                  if not any(f.check == g.check and f.function == g.function for g in failures)]
@@ -189,5 +117,6 @@ def run_check(name: str, impl: Implementation, case: ConvCase,
         raise failures[0]
 
 
-# The oracle-free properties register themselves in this registry.
+# The oracle-free properties register themselves in harness.checks.check's REGISTRY:
+# importing this module gives the full registry.
 from harness.checks import properties  # noqa: E402,F401

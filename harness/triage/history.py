@@ -39,7 +39,6 @@ from pathlib import Path
 import numpy as np
 
 from harness.checks import oracle
-from harness.plugin import Target
 from harness.problem import ConvCase
 from harness.reporting.failures import (
     atomic_write,
@@ -50,6 +49,7 @@ from harness.reporting.failures import (
 )
 from harness.reporting.script import render_script
 from harness.running.calling import CheckFailure
+from harness.running.target import Target
 from harness.triage.catalog import Bug
 
 HISTORY = "history"  # the failure of a bug whose results depend on earlier calls

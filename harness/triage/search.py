@@ -34,9 +34,9 @@ from hypothesis import strategies as st
 from hypothesis.errors import FlakyFailure
 
 from harness import suite
-from harness.plugin import Target
 from harness.reporting.failures import script_path
 from harness.running.loader import _is_path, split_spec
+from harness.running.target import Target
 from harness.triage.catalog import Bug
 from harness.triage.explain import explain, failure_probe
 from harness.triage.history import history_dependent, verify_alone

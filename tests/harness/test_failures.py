@@ -22,7 +22,6 @@ import numpy as np
 import pytest
 
 from harness.checks.registry import run_check
-from harness.plugin import Target
 from harness.problem import ConvCase, ConvProblem
 from harness.reporting.failures import (
     SCHEMA_VERSION,
@@ -37,6 +36,7 @@ from harness.reporting.failures import (
 )
 from harness.running.calling import CheckFailure
 from harness.running.loader import load_implementation
+from harness.running.target import Target
 from harness.suite import failure_text, save_failure, saved_lines
 
 PROBLEM = dict(op="conv2d", batch=1, in_channels=2, out_channels=2, input_size=(3, 2),

@@ -1,4 +1,5 @@
-"""Bugs found in real frameworks (examples/README.md, "Found in the wild") still reproduce.
+"""Bugs found in real frameworks (examples/README.md, "Found in the wild") still reproduce
+through the example adapters (the standalone scripts: tests/harness/test_found_in_the_wild.py).
 
 Opt-in: each test runs only where its framework is installed (the extras
 ``.[jax]``, ``.[tensorflow]``, ``.[tinygrad]``, which CI does not install),
@@ -7,10 +8,10 @@ on the bug's minimal case in a fresh process (a crash must not take pytest
 down, and a history-dependent result needs a process of its own) and asserts
 that the bug is still there, next to a control that the same code gives the
 right answer where the library is right. When a test here fails, the
-framework has changed: if the bug is fixed upstream, regenerate the README's
-section (``python tools/found_in_the_wild.py``) and retire the test.
+framework has changed: if the bug is fixed upstream, say so in the table's row
+(``FINDINGS`` in tools/found_in_the_wild.py) and retire the test.
 
-Where the cases come from (the README section has the runs and reports):
+Where the cases come from (the runs and reports are in examples/README.md's history, up to commit 585b270):
 JAX's abort and TensorFlow's oneDNN conv2d forward are the smallest cases found by
 hand in issue 15 (the current strategies did not draw either in the runs of
 tools/found_in_the_wild.py and before it: 6,320 JAX conv2d examples of the

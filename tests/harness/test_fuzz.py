@@ -58,7 +58,7 @@ import hashlib, sys
 from pathlib import Path
 from hypothesis.internal.reflection import function_digest
 from harness.running.loader import load_implementation
-from harness.plugin import Target
+from harness.running.target import Target
 from harness.triage.search import database_key
 import harness.conformance.test_conformance as tests
 inner = tests.test_grad_input.hypothesis.inner_test

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from conv_impl import tutorial
 from harness.checks import oracle
-from harness.checks.properties import closed_forms, magnitudes
+from harness.checks.closed_form import closed_forms, magnitudes
 from harness.checks.registry import REGISTRY, run_check
 from harness.problem import OPS
 from harness.running.calling import CheckFailure

@@ -1,0 +1,87 @@
+"""What a check is, and the registry the checks add themselves to.
+
+Its own module so that the property checks (harness/checks/properties.py) can
+register themselves without importing harness/checks/registry.py, which imports
+them: import the registry from there, where every check is registered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from hypothesis.strategies import SearchStrategy
+
+from harness.problem import ConvCase
+from harness.running.capabilities import Capabilities
+from harness.running.loader import Implementation
+
+
+@dataclass(frozen=True)
+class Check:
+    """A named check: what it calls, whether it needs torch, how it draws cases.
+
+    ``needs`` lists the kinds of function it calls, ``"forward"`` (``conv2d``)
+    and/or ``"backward"`` (``conv2d_backward``), all required; an empty tuple
+    means it runs with whichever of them the implementation provides.
+    ``cases``, if given, replaces the default case strategy
+    (``cases(op, capabilities)``), e.g. for checks that need small float64
+    problems.
+    """
+
+    name: str
+    run: Callable[[Implementation, ConvCase, float | None], None]
+    needs: tuple[str, ...]
+    oracle: bool
+    cases: Callable[[str, Capabilities], SearchStrategy[ConvCase]] | None = None
+    description: str = ""
+    #: time per example relative to a single oracle check (measured by
+    #: benchmarks/harness_throughput.py): pytest runs the costly tests first,
+    #: so that pytest-xdist's workers do not end on one long test
+    cost: float = 1.0
+    #: when the check itself fails (not a call inside it), find the wrong
+    #: result among the calls it made (harness/checks/diagnosis.py): a property that
+    #: combines several calls cannot say which one was wrong
+    attribute: bool = False
+
+    def functions(self, op: str) -> tuple[str, ...]:
+        names = {"forward": op, "backward": f"{op}_backward"}
+        return tuple(names[kind] for kind in self.needs)
+
+    def calls(self, op: str) -> tuple[str, ...]:
+        """The functions the check may call: those it needs, else ``op`` and its backward."""
+        return self.functions(op) or (op, f"{op}_backward")
+
+    def requirement(self) -> str:
+        """What an implementation must provide for the check, in words."""
+        if not self.needs:
+            return "a forward or a backward of the operation (conv2d or conv2d_backward, ...)"
+        return " and ".join({"forward": "a forward (conv2d, ...)",
+                             "backward": "a backward (conv2d_backward, ...)"}[kind]
+                            for kind in self.needs) + (" of the same operation"
+                                                       if len(self.needs) > 1 else "")
+
+    def missing(self, impl: Implementation, op: str) -> tuple[str, ...]:
+        """The functions ``impl`` lacks to run the check on ``op`` (empty: it runs).
+
+        For a check that runs with either function, both are listed when both
+        are missing.
+        """
+        if self.applies_to(impl, op):
+            return ()
+        return tuple(name for name in self.calls(op) if not impl.has(name))
+
+    def applies_to(self, impl: Implementation, op: str) -> bool:
+        if self.needs:
+            return all(impl.has(name) for name in self.functions(op))
+        return any(impl.has(name) for name in self.calls(op))
+
+
+REGISTRY: dict[str, Check] = {}
+
+
+def register(check: Check) -> Check:
+    if check.name in REGISTRY:
+        raise ValueError(f"check {check.name!r} is registered twice")
+    REGISTRY[check.name] = check
+    return check
