@@ -25,7 +25,10 @@ CAPABILITIES = {"algorithm": "winograd F(4,3)"}
 
 globals().update(_einsum.entry_points("winograd"))
 __all__ = sorted(_einsum.__all__)
+#: the paths (Winograd, FFT or the engine's) the calls took, for the harness's events
+harness_events = _einsum.harness_events
 
 #: the same functions with F(2,3)
 f2 = SimpleNamespace(**_einsum.entry_points("winograd-f2"),
-                     CAPABILITIES={"algorithm": "winograd F(2,3)"})
+                     CAPABILITIES={"algorithm": "winograd F(2,3)"},
+                     harness_events=_einsum.harness_events)
