@@ -42,8 +42,11 @@ def algorithm_cases(draw, op: str, dtype: str, kernels: st.SearchStrategy[int],
     dilation = tuple(draw(dilations) for _ in range(nd))
     padding = tuple(draw(st.integers(0, 2)) for _ in range(nd))
     extent = [d * (k - 1) + 1 for k, d in zip(kernel, dilation)]
-    if spec.transposed:  # output (n - 1) - 2p + extent >= 1
-        lowest = [max(1, 2 * p - e + 2) for p, e in zip(padding, extent)]
+    # torch's rule at stride 1: output_padding < dilation
+    output_padding = tuple(draw(st.integers(0, d - 1)) for d in dilation) \
+        if spec.transposed else ()
+    if spec.transposed:  # output (n - 1) - 2p + extent + output_padding >= 1
+        lowest = [max(1, 2 * p - e - q + 2) for p, e, q in zip(padding, extent, output_padding)]
     else:  # n + 2p >= extent
         lowest = [max(1, e - 2 * p) for p, e in zip(padding, extent)]
     top = 11 if nd < 3 else 6
@@ -53,7 +56,7 @@ def algorithm_cases(draw, op: str, dtype: str, kernels: st.SearchStrategy[int],
         op=op, batch=draw(st.integers(1, 2)), in_channels=groups * draw(st.integers(1, 4)),
         out_channels=groups * draw(st.integers(1, 4)), input_size=size, kernel_size=kernel,
         stride=(1,) * nd, padding=padding, dilation=dilation, groups=groups,
-        bias=draw(st.booleans()), dtype=dtype)
+        bias=draw(st.booleans()), dtype=dtype, output_padding=output_padding)
     return draw_case(draw, problem)
 
 
