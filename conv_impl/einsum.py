@@ -97,6 +97,8 @@ def _correlate(x: np.ndarray, w: np.ndarray, bias, stride: Ints, padding: Ints,
     if path != GEMM:
         _PATHS.append(path)
         y = _run(path, "forward", x, w, None, stride, padding, dilation, groups, x.shape[2:])
+        if y.shape[2:] != tuple(out_size):  # a transposed convolution's output padding
+            y = np.ascontiguousarray(y[(Ellipsis,) + tuple(slice(0, o) for o in out_size)])
         return _add_bias(y, bias)
     plan = _plan(x.shape, w.shape, groups, x.shape[2:], stride, padding, dilation,
                  out_size, w.dtype)
