@@ -65,6 +65,21 @@ def _spectrum(a: np.ndarray, lengths: Ints, lo: Ints, dtype: np.dtype) -> np.nda
     return np.fft.rfftn(buf, axes=tuple(range(2, 2 + nd)))
 
 
+def _kernel_spectrum(w: np.ndarray, lengths: Ints, dtype: np.dtype) -> np.ndarray:
+    """rfftn of the (dilated) kernel placed at the origin in zeros of ``lengths``,
+    as a DFT of its few taps: per axis one product with the (L, k) matrix of
+    e^(-2 pi i f k / L) (the last axis L // 2 + 1 frequencies). Far cheaper than
+    C_out * C_in transforms of arrays that are mostly zeros."""
+    nd = len(lengths)
+    cplx = np.result_type(dtype, np.complex64)
+    spec = w
+    for i, (size, taps) in enumerate(zip(lengths, w.shape[2:])):
+        freqs = np.arange(size // 2 + 1 if i == nd - 1 else size)
+        dft = np.exp(-2j * np.pi * np.outer(freqs, np.arange(taps)) / size).astype(cplx)
+        spec = np.tensordot(spec, dft, axes=([2], [1]))   # axis 2 done, its f appended
+    return spec
+
+
 def _grouped(spec: np.ndarray, groups: int) -> np.ndarray:
     """(A, B, *freq) -> (*freq flattened, groups, A, B / groups)."""
     a, b = spec.shape[:2]
@@ -92,7 +107,7 @@ def correlate(x: np.ndarray, w: np.ndarray, padding: Ints, dilation: Ints,
     lengths = _lengths(x.shape[2:], padding)
     out_size = tuple(s + 2 * p - k + 1 for s, p, k in zip(x.shape[2:], padding, wd.shape[2:]))
     xs = _spectrum(x, lengths, padding, w.dtype)               # (N, C, *F)
-    ws = _spectrum(wd, lengths, (0,) * nd, w.dtype)             # (O, Cg, *F)
+    ws = _kernel_spectrum(wd, lengths, w.dtype)                 # (O, Cg, *F)
     freq = xs.shape[2:]
     # Y[n, o] = sum_c X[n, c] conj(W[o, c]): per frequency and group (N, Cg) @ (Cg, Og)
     prod = np.matmul(_grouped(xs, groups), np.conj(_weight_grouped(ws, groups)).swapaxes(-1, -2))
@@ -109,7 +124,7 @@ def input_grad(go: np.ndarray, w: np.ndarray, in_size: Ints, padding: Ints,
     wd = _dilated(w, dilation)
     lengths = _lengths(in_size, padding)
     gs = _spectrum(go, lengths, (0,) * nd, w.dtype)             # (N, O, *F)
-    ws = _spectrum(wd, lengths, (0,) * nd, w.dtype)             # (O, Cg, *F)
+    ws = _kernel_spectrum(wd, lengths, w.dtype)                 # (O, Cg, *F)
     freq = gs.shape[2:]
     # DX[n, c] = sum_o DY[n, o] W[o, c]: per frequency and group (N, Og) @ (Og, Cg)
     prod = np.matmul(_grouped(gs, groups), _weight_grouped(ws, groups))
