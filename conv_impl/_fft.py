@@ -12,6 +12,10 @@ transform length L' >= L (`fast_length`: a product of 2, 3 and 5):
 * weight gradient: dw[k] = sum_i dy[i] xp[i + k], spectrum X * conj(DY),
   wraps only for k > L' - (L - kd + 1), past the kernel.
 
+The kernel's spectrum and the weight gradient's taps are small DFTs (one
+product per axis with an (L, k) matrix) rather than transforms of arrays
+that are mostly zeros (`_kernel_spectrum`, `_kernel_taps`).
+
 The channel sums are batched complex GEMMs over the frequencies (one
 ``np.matmul``). ``np.fft`` computes float32 in complex64 (NumPy >= 2.0):
 the precision of the input. Stride 1 only (the caller delegates the rest).
@@ -78,6 +82,27 @@ def _kernel_spectrum(w: np.ndarray, lengths: Ints, dtype: np.dtype) -> np.ndarra
         dft = np.exp(-2j * np.pi * np.outer(freqs, np.arange(taps)) / size).astype(cplx)
         spec = np.tensordot(spec, dft, axes=([2], [1]))   # axis 2 done, its f appended
     return spec
+
+
+def _kernel_taps(spec: np.ndarray, lengths: Ints, taps: Ints, dilation: Ints,
+                 dtype: np.dtype) -> np.ndarray:
+    """The taps ``k * dilation`` (k < taps) of the real array whose rfftn is ``spec``
+    (A, B, *F): the inverse DFT at those positions only, per axis one small
+    product; on the last axis the half spectrum's Hermitian weights (1 for
+    frequency 0 and L/2, 2 between), as ``irfftn`` reads it."""
+    nd = len(lengths)
+    out = spec
+    for i, (size, k, d) in enumerate(zip(lengths, taps, dilation)):
+        freqs = np.arange(size // 2 + 1 if i == nd - 1 else size)
+        idft = np.exp(2j * np.pi * np.outer(np.arange(k) * d, freqs) / size) / size
+        if i == nd - 1:
+            weights = np.full(len(freqs), 2.0)
+            weights[0] = 1.0
+            if size % 2 == 0:
+                weights[-1] = 1.0
+            idft = idft * weights
+        out = np.tensordot(out, idft.astype(spec.dtype), axes=([2], [1]))
+    return np.ascontiguousarray(out.real).astype(dtype, copy=False)
 
 
 def _grouped(spec: np.ndarray, groups: int) -> np.ndarray:
@@ -148,6 +173,4 @@ def weight_grad(x: np.ndarray, go: np.ndarray, kernel: Ints, padding: Ints,
     prod = np.matmul(gg, _grouped(xs, groups))                  # (F, G, Og, Cg)
     f, g, og, cg = prod.shape
     dws = prod.transpose(1, 2, 3, 0).reshape((o, cg) + freq)
-    full = np.fft.irfftn(dws, s=lengths, axes=tuple(range(2, 2 + nd)))
-    taps = tuple(slice(0, d * (k - 1) + 1, d) for k, d in zip(kernel, dilation))
-    return np.ascontiguousarray(full[(slice(None), slice(None)) + taps]).astype(dtype, copy=False)
+    return _kernel_taps(dws, lengths, kernel, dilation, dtype)
