@@ -187,3 +187,55 @@ def test_an_fft_that_wraps_around_is_caught_and_shrunk(run_pytest, tmp_path):
     assert params["input_size"] == [1, 1] and params["kernel_size"] == [1, 1]
     assert sorted(params["padding"]) == [0, 1]
     assert record["inputs"]["x"] == [[[[1.0]]]] and record["inputs"]["weight"] == [[[[1.0]]]]
+
+
+def _events_of(fn, *args, **kwargs) -> list[str]:
+    einsum.harness_events()
+    fn(*args, **kwargs)
+    return einsum.harness_events()
+
+
+def test_einsum_takes_the_measured_winner(monkeypatch):
+    """The nearest measured layer's winner, per part; float16 never F(4,3); where
+    equally near measurements disagree, the engine."""
+    from conv_impl import _algorithm_table as table
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 8, 8, 8)).astype(np.float32)
+    w = rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
+    kw = dict(stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1)
+    winner = {("float32", "forward", (3, 3), 8, 8, 100): "winograd F(4,3)"}
+    monkeypatch.setattr(table, "MEASURED", winner)
+    assert _events_of(einsum.conv2d, x, w, None, **kw) == ["einsum path: winograd F(4,3)"]
+    assert "winograd" not in " ".join(_events_of(einsum.conv2d, x.astype(np.float16),
+                                                 w.astype(np.float16), None, **kw))
+    assert "winograd" not in " ".join(_events_of(  # dilation 2: Winograd does not apply
+        einsum.conv2d, x, w, None, **{**kw, "dilation": (2, 2), "padding": (2, 2)}))
+    monkeypatch.setattr(table, "MEASURED", {**winner, ("float32", "forward", (3, 3), 8, 8,
+                                                       100): "winograd F(4,3)",
+                                            ("float32", "forward", (3, 3), 8, 8, 101): "gemm"})
+    # 100 and 101 positions are nearly as near; 8 x 8 padded is 100: F(4,3) is nearer
+    assert _events_of(einsum.conv2d, x, w, None, **kw) == ["einsum path: winograd F(4,3)"]
+    monkeypatch.setattr(table, "MEASURED", {("float32", "forward", (3, 3), 4, 4, 100): "fft",
+                                            ("float32", "forward", (3, 3), 16, 16, 100):
+                                                "winograd F(4,3)"})
+    assert "winograd" not in " ".join(_events_of(einsum.conv2d, x, w, None, **kw))
+
+
+@pytest.mark.parametrize("op", ["conv2d", "conv_transpose2d"])
+def test_einsum_on_f23_in_float16_raises_no_false_alarm_undeclared(monkeypatch, op):
+    """float16 computed in float32 by F(2,3): within the direct-sum bound of float16
+    (docs/algorithms.md), so einsum need not declare it."""
+    from conv_impl import _algorithm_table as table
+    monkeypatch.setattr(table, "fastest", lambda *args: "winograd F(2,3)")
+    target = load_implementation("conv_impl.einsum")
+    taken: set[str] = set()
+
+    @settings(max_examples=25, **QUIET)
+    @given(case=algorithm_cases(op, "float16", st.just(3), st.just(1)))
+    def every_check_passes(case):
+        for check in CHECKS:
+            run_check(check, target, case)
+        taken.update(einsum.harness_events())
+
+    every_check_passes()
+    assert "einsum path: winograd F(2,3)" in taken
