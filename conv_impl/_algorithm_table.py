@@ -23,7 +23,7 @@ Ints = tuple[int, ...]
 MEASURED: dict[tuple[str, str, Ints, int, int, int], str] = {
     ('float32', 'forward', (3, 3), 3, 16, 324): 'gemm',
     ('float32', 'input', (3, 3), 3, 16, 324): 'gemm',
-    ('float32', 'weight', (3, 3), 3, 16, 324): 'gemm',
+    ('float32', 'weight', (3, 3), 3, 16, 324): 'winograd F(4,3)',
     ('float32', 'forward', (3, 3), 3, 16, 1156): 'gemm',
     ('float32', 'input', (3, 3), 3, 16, 1156): 'gemm',
     ('float32', 'weight', (3, 3), 3, 16, 1156): 'gemm',
@@ -32,7 +32,7 @@ MEASURED: dict[tuple[str, str, Ints, int, int, int], str] = {
     ('float32', 'weight', (3, 3), 16, 16, 324): 'gemm',
     ('float32', 'forward', (3, 3), 16, 16, 1156): 'winograd F(4,3)',
     ('float32', 'input', (3, 3), 16, 16, 1156): 'winograd F(4,3)',
-    ('float32', 'weight', (3, 3), 16, 16, 1156): 'winograd F(4,3)',
+    ('float32', 'weight', (3, 3), 16, 16, 1156): 'gemm',
     ('float32', 'forward', (3, 3), 64, 64, 324): 'winograd F(4,3)',
     ('float32', 'input', (3, 3), 64, 64, 324): 'winograd F(4,3)',
     ('float32', 'weight', (3, 3), 64, 64, 324): 'winograd F(4,3)',
@@ -55,7 +55,7 @@ MEASURED: dict[tuple[str, str, Ints, int, int, int], str] = {
     ('float32', 'input', (5, 5), 16, 16, 400): 'gemm',
     ('float32', 'weight', (5, 5), 16, 16, 400): 'gemm',
     ('float32', 'forward', (5, 5), 16, 16, 1296): 'gemm',
-    ('float32', 'input', (5, 5), 16, 16, 1296): 'gemm',
+    ('float32', 'input', (5, 5), 16, 16, 1296): 'fft',
     ('float32', 'weight', (5, 5), 16, 16, 1296): 'gemm',
     ('float32', 'forward', (5, 5), 64, 64, 400): 'gemm',
     ('float32', 'input', (5, 5), 64, 64, 400): 'gemm',
@@ -75,7 +75,7 @@ MEASURED: dict[tuple[str, str, Ints, int, int, int], str] = {
     ('float64', 'forward', (3, 3), 3, 16, 1156): 'gemm',
     ('float64', 'input', (3, 3), 3, 16, 1156): 'gemm',
     ('float64', 'weight', (3, 3), 3, 16, 1156): 'gemm',
-    ('float64', 'forward', (3, 3), 16, 16, 324): 'gemm',
+    ('float64', 'forward', (3, 3), 16, 16, 324): 'winograd F(4,3)',
     ('float64', 'input', (3, 3), 16, 16, 324): 'winograd F(4,3)',
     ('float64', 'weight', (3, 3), 16, 16, 324): 'winograd F(4,3)',
     ('float64', 'forward', (3, 3), 16, 16, 1156): 'winograd F(4,3)',
@@ -88,7 +88,7 @@ MEASURED: dict[tuple[str, str, Ints, int, int, int], str] = {
     ('float64', 'input', (3, 3), 64, 64, 1156): 'winograd F(4,3)',
     ('float64', 'weight', (3, 3), 64, 64, 1156): 'winograd F(4,3)',
     ('float64', 'forward', (3, 3), 128, 128, 324): 'winograd F(2,3)',
-    ('float64', 'input', (3, 3), 128, 128, 324): 'winograd F(2,3)',
+    ('float64', 'input', (3, 3), 128, 128, 324): 'winograd F(4,3)',
     ('float64', 'weight', (3, 3), 128, 128, 324): 'winograd F(2,3)',
     ('float64', 'forward', (3, 3), 128, 128, 1156): 'winograd F(4,3)',
     ('float64', 'input', (3, 3), 128, 128, 1156): 'winograd F(4,3)',
@@ -102,15 +102,15 @@ MEASURED: dict[tuple[str, str, Ints, int, int, int], str] = {
     ('float64', 'forward', (5, 5), 16, 16, 400): 'fft',
     ('float64', 'input', (5, 5), 16, 16, 400): 'fft',
     ('float64', 'weight', (5, 5), 16, 16, 400): 'fft',
-    ('float64', 'forward', (5, 5), 16, 16, 1296): 'gemm',
+    ('float64', 'forward', (5, 5), 16, 16, 1296): 'fft',
     ('float64', 'input', (5, 5), 16, 16, 1296): 'fft',
     ('float64', 'weight', (5, 5), 16, 16, 1296): 'fft',
     ('float64', 'forward', (5, 5), 64, 64, 400): 'gemm',
-    ('float64', 'input', (5, 5), 64, 64, 400): 'gemm',
-    ('float64', 'weight', (5, 5), 64, 64, 400): 'gemm',
+    ('float64', 'input', (5, 5), 64, 64, 400): 'fft',
+    ('float64', 'weight', (5, 5), 64, 64, 400): 'fft',
     ('float64', 'forward', (5, 5), 64, 64, 1296): 'gemm',
-    ('float64', 'input', (5, 5), 64, 64, 1296): 'gemm',
-    ('float64', 'weight', (5, 5), 64, 64, 1296): 'gemm',
+    ('float64', 'input', (5, 5), 64, 64, 1296): 'fft',
+    ('float64', 'weight', (5, 5), 64, 64, 1296): 'fft',
     ('float64', 'forward', (5, 5), 128, 128, 400): 'gemm',
     ('float64', 'input', (5, 5), 128, 128, 400): 'gemm',
     ('float64', 'weight', (5, 5), 128, 128, 400): 'gemm',
@@ -120,7 +120,7 @@ MEASURED: dict[tuple[str, str, Ints, int, int, int], str] = {
 }
 
 #: the run that measured MEASURED
-SOURCE = 'benchmarks/algorithm_table.py, 2026-12-02 02:56 UTC, load 10.5-11.4 on 2 CPUs'
+SOURCE = 'benchmarks/algorithm_table.py, 2026-12-02 03:37 UTC, load 14.5-19.4 on 2 CPUs'
 
 
 
