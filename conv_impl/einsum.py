@@ -20,11 +20,14 @@ in float32 and cast back; float32 and float64 in their own dtype.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+import math
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from . import _algorithm_table as _table
 from . import _einsum_engine as _engine
+from . import _fft, _winograd
 
 __all__ = [
     "conv1d", "conv2d", "conv3d",
@@ -80,13 +83,23 @@ def _plan(x_shape: Ints, w_shape: Ints, groups: int, in_size: Ints, stride: Ints
 
 
 def _correlate(x: np.ndarray, w: np.ndarray, bias, stride: Ints, padding: Ints,
-               dilation: Ints, groups: int, out_size: Ints) -> np.ndarray:
+               dilation: Ints, groups: int, out_size: Ints,
+               algorithm: str = "auto") -> np.ndarray:
     """y[n, o, i] = sum_{c, k} xpad[n, c, i*stride + k*dilation] * w[o, c, k] + b[o].
 
     ``x``: (N, C_in, *S); ``w``: (C_out, C_in/groups, *K); returns
     (N, C_out, *out_size) in ``w``'s dtype (the caller picks the compute
     dtype; ``x`` may be float16, it is converted while being laid out).
+    ``algorithm``: see `_choose`.
     """
+    path = _choose(algorithm, "forward", x.shape, w, stride, padding, dilation, groups,
+                   algorithm == "auto" and x.dtype == np.float16)
+    if path != GEMM:
+        _PATHS.append(path)
+        y = _run(path, "forward", x, w, None, stride, padding, dilation, groups, x.shape[2:])
+        if y.shape[2:] != tuple(out_size):  # a transposed convolution's output padding
+            y = np.ascontiguousarray(y[(Ellipsis,) + tuple(slice(0, o) for o in out_size)])
+        return _add_bias(y, bias)
     plan = _plan(x.shape, w.shape, groups, x.shape[2:], stride, padding, dilation,
                  out_size, w.dtype)
     _PATHS.extend(_engine.paths(plan, backward=False))
@@ -96,7 +109,7 @@ def _correlate(x: np.ndarray, w: np.ndarray, bias, stride: Ints, padding: Ints,
 def _correlate_grads(x: Optional[np.ndarray], go: np.ndarray, w: np.ndarray,
                      stride: Ints, padding: Ints, dilation: Ints, groups: int,
                      in_size: Ints, want_input: bool, want_weight: bool,
-                     want_bias: bool = False):
+                     want_bias: bool = False, algorithm: str = "auto"):
     """(d/dx, d/dw, d/db) of sum((correlate(x, w) + b) * go); ``x`` only for
     d/dw; each None unless wanted.
 
@@ -105,10 +118,109 @@ def _correlate_grads(x: Optional[np.ndarray], go: np.ndarray, w: np.ndarray,
     grad_output summed over batch and positions in ``w``'s dtype (the
     engine sums it alongside the weight gradient).
     """
-    plan = _plan(go.shape, w.shape, groups, in_size,
-                 stride, padding, dilation, go.shape[2:], w.dtype)
-    _PATHS.extend(_engine.paths(plan, True, want_input, want_weight or want_bias))
-    return _engine.backward(plan, x, w, go, want_input, want_weight, want_bias)
+    shape = go.shape[:1] + (w.shape[1] * groups,) + tuple(in_size)
+    narrow = algorithm == "auto" and go.dtype == np.float16
+    gx = gw = gb = None
+    engine_input = engine_weight = False
+    if want_input:
+        path = _choose(algorithm, "input", shape, w, stride, padding, dilation, groups, narrow)
+        if path == GEMM:
+            engine_input = True
+        else:
+            _PATHS.append(path)
+            gx = _run(path, "input", go, w, None, stride, padding, dilation, groups, in_size)
+    if want_weight or want_bias:
+        path = _choose(algorithm, "weight", shape, w, stride, padding, dilation, groups, narrow)
+        if path == GEMM:
+            engine_weight = True
+        else:
+            _PATHS.append(path)
+            if want_weight:
+                gw = _run(path, "weight", go, w, x, stride, padding, dilation, groups,
+                          in_size)
+            gb = _grad_bias(go, True if want_bias else None, w.dtype)
+    if engine_input or engine_weight:
+        plan = _plan(go.shape, w.shape, groups, in_size,
+                     stride, padding, dilation, go.shape[2:], w.dtype)
+        _PATHS.extend(_engine.paths(plan, True, engine_input, engine_weight))
+        egx, egw, egb = _engine.backward(plan, x, w, go, engine_input,
+                                         engine_weight and want_weight,
+                                         engine_weight and want_bias)
+        gx = egx if engine_input else gx
+        gw, gb = (egw, egb) if engine_weight else (gw, gb)
+    return gx, gw, gb
+
+
+# ----------------------------------------------------------------------------
+# the other algorithms: Winograd F(2,3) / F(4,3) and FFT (conv_impl.winograd,
+# conv_impl.fft), and which one a call takes
+# ----------------------------------------------------------------------------
+
+GEMM = "gemm"
+WINOGRAD = {2: "winograd F(2,3)", 4: "winograd F(4,3)"}
+FFT = "fft"
+#: what each ``algorithm`` argument may take, besides the engine (GEMM)
+ALGORITHMS: dict[str, tuple[str, ...]] = {
+    "auto": (WINOGRAD[2], WINOGRAD[4], FFT),  # as the measured table says (_algorithm_table)
+    "gemm": (),
+    "winograd": (WINOGRAD[4],),
+    "winograd-f2": (WINOGRAD[2],),
+    "fft": (FFT,),
+}
+
+
+def _applies(path: str, part: str, kernel: Ints, stride: Ints, padding: Ints,
+             dilation: Ints) -> bool:
+    """Whether ``path`` computes ``part`` (forward, input, weight) of this geometry."""
+    if path == FFT:
+        return all(s == 1 for s in stride) and math.prod(kernel) > 1
+    # Winograd; its input gradient is a correlation padded by 2 - padding
+    return _winograd.applies(kernel, stride, dilation) and (
+        part != "input" or all(p <= 2 for p in padding))
+
+
+def _choose(algorithm: str, part: str, x_shape: Ints, w: np.ndarray, stride: Ints,
+            padding: Ints, dilation: Ints, groups: int, narrow: bool = False) -> str:
+    """The path of ``part`` (``forward``, ``input``, ``weight``) of correlate(x, w).
+
+    ``algorithm``: ``gemm`` (the engine), ``winograd`` (F(4,3)), ``winograd-f2``,
+    ``fft`` (each where its geometry allows, else the engine), or ``auto``: the
+    fastest path the benchmark measured for such a layer (`_algorithm_table`).
+    ``narrow``: the data are float16 (computed in float32); ``auto`` then never
+    takes F(4,3).
+    """
+    kernel = tuple(w.shape[2:])
+    allowed = [p for p in ALGORITHMS[algorithm]
+               if _applies(p, part, kernel, stride, padding, dilation)]
+    if narrow:
+        # float16 data, computed in float32: F(4,3)'s growth in float32 can exceed
+        # the direct-sum bound in float16 that the harness gives this module; F(2,3)'s
+        # and the FFT's stay far below it (docs/algorithms.md)
+        allowed = [p for p in allowed if p != WINOGRAD[4]]
+    if algorithm != "auto" or not allowed:
+        return allowed[0] if allowed else GEMM
+    return _table.fastest(part, w.dtype, int(x_shape[0]), int(x_shape[1]), int(w.shape[0]),
+                          groups, kernel, tuple(x_shape[2:]), padding, dilation,
+                          allowed) or GEMM
+
+
+def _run(path: str, part: str, a: np.ndarray, w: np.ndarray, x: Optional[np.ndarray],
+         stride: Ints, padding: Ints, dilation: Ints, groups: int,
+         in_size: Ints) -> np.ndarray:
+    """``part`` of the correlation by Winograd or FFT: ``a`` is x (forward) or
+    grad_output (input, weight); ``x`` the input, for the weight gradient."""
+    if path == FFT:
+        if part == "forward":
+            return _fft.correlate(a, w, padding, dilation, groups)
+        if part == "input":
+            return _fft.input_grad(a, w, in_size, padding, dilation, groups)
+        return _fft.weight_grad(x, a, tuple(w.shape[2:]), padding, dilation, groups, w.dtype)
+    m = 2 if path == WINOGRAD[2] else 4
+    if part == "forward":
+        return _winograd.correlate(a, w, padding, groups, m)
+    if part == "input":
+        return _winograd.input_grad(a, w, padding, groups, m)
+    return _winograd.weight_grad(x, a, padding, groups, m, w.dtype)
 
 
 #: the engine's paths taken since `harness_events` last emptied it
@@ -225,19 +337,19 @@ def _cast(a: Optional[np.ndarray], dtype: np.dtype) -> Optional[np.ndarray]:
     return None if a is None else a.astype(dtype, copy=False)
 
 
-def _conv_nd(nd, x, weight, bias, stride, padding, dilation, groups):
+def _conv_nd(nd, x, weight, bias, stride, padding, dilation, groups, algorithm="auto"):
     x, weight, bias, cdt, stride, padding, dilation, groups = _prepare(
         nd, x, weight, bias, stride, padding, dilation, groups)
     out_size = _check_conv(x, weight, bias, stride, padding, dilation, groups)
     # x and grad_output are converted to the compute dtype while being laid
     # out (no separate float16 -> float32 copy); weight and bias here.
     y = _correlate(x, _cast(weight, cdt), _cast(bias, cdt), stride, padding,
-                   dilation, groups, out_size)
+                   dilation, groups, out_size, algorithm)
     return y.astype(x.dtype, copy=False)
 
 
 def _conv_nd_backward(nd, grad_output, x, weight, bias, stride, padding,
-                      dilation, groups):
+                      dilation, groups, algorithm="auto"):
     x, weight, bias, cdt, stride, padding, dilation, groups = _prepare(
         nd, x, weight, bias, stride, padding, dilation, groups)
     out_size = _check_conv(x, weight, bias, stride, padding, dilation, groups)
@@ -246,13 +358,14 @@ def _conv_nd_backward(nd, grad_output, x, weight, bias, stride, padding,
         raise ValueError(f"grad_output shape {go.shape} does not match the "
                          f"output shape {x.shape[:1] + weight.shape[:1] + out_size}")
     gx, gw, gb = _correlate_grads(x, go, _cast(weight, cdt), stride, padding, dilation,
-                                  groups, x.shape[2:], True, True, bias is not None)
+                                  groups, x.shape[2:], True, True, bias is not None,
+                                  algorithm)
     dt = x.dtype
     return gx.astype(dt, copy=False), gw.astype(dt, copy=False), _cast(gb, dt)
 
 
 def _conv_transpose_nd(nd, x, weight, bias, stride, padding, output_padding,
-                       dilation, groups):
+                       dilation, groups, algorithm="auto"):
     x, weight, bias, cdt, stride, padding, dilation, groups = _prepare(
         nd, x, weight, bias, stride, padding, dilation, groups)
     output_padding = _as_ints(output_padding, nd, "output_padding")
@@ -262,13 +375,13 @@ def _conv_transpose_nd(nd, x, weight, bias, stride, padding, output_padding,
     # weight (C_out_conv, C_in_conv/groups, *k) is this weight, with x in the
     # role of that convolution's grad_output.
     y, _, _ = _correlate_grads(None, x, _cast(weight, cdt), stride, padding, dilation,
-                               groups, out_size, True, False)
+                               groups, out_size, True, False, algorithm=algorithm)
     y = _add_bias(y, _cast(bias, cdt))
     return y.astype(x.dtype, copy=False)
 
 
 def _conv_transpose_nd_backward(nd, grad_output, x, weight, bias, stride, padding,
-                                output_padding, dilation, groups):
+                                output_padding, dilation, groups, algorithm="auto"):
     x, weight, bias, cdt, stride, padding, dilation, groups = _prepare(
         nd, x, weight, bias, stride, padding, dilation, groups)
     output_padding = _as_ints(output_padding, nd, "output_padding")
@@ -286,12 +399,56 @@ def _conv_transpose_nd_backward(nd, grad_output, x, weight, bias, stride, paddin
     # windows: with output_padding >= stride there would be one more), and
     # its weight gradient is the correlation's weight gradient with
     # grad_output in the role of the input and x in that of grad_output.
-    gx = _correlate(go, wc, None, stride, padding, dilation, groups, in_size)
+    gx = _correlate(go, wc, None, stride, padding, dilation, groups, in_size, algorithm)
     _, gw, _ = _correlate_grads(go, x, wc, stride, padding, dilation, groups,
-                                out_size, False, True)
+                                out_size, False, True, algorithm=algorithm)
     gb = _grad_bias(go, bias, cdt)
     dt = x.dtype
     return gx.astype(dt, copy=False), gw.astype(dt, copy=False), _cast(gb, dt)
+
+
+def entry_points(algorithm: str) -> dict[str, Callable]:
+    """The contract's twelve functions computing with ``algorithm`` (see `_choose`):
+    ``conv_impl.winograd`` and ``conv_impl.fft`` are these with theirs."""
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {sorted(ALGORITHMS)}")
+
+    def forward(nd: int) -> Callable:
+        def conv(x, weight, bias, *, stride, padding, dilation, groups):
+            return _conv_nd(nd, x, weight, bias, stride, padding, dilation, groups, algorithm)
+        return conv
+
+    def backward(nd: int) -> Callable:
+        def conv_backward(grad_output, x, weight, bias, *, stride, padding, dilation, groups):
+            return _conv_nd_backward(nd, grad_output, x, weight, bias, stride, padding,
+                                     dilation, groups, algorithm)
+        return conv_backward
+
+    def transposed(nd: int) -> Callable:
+        def conv_transpose(x, weight, bias, *, stride, padding, output_padding, dilation,
+                           groups):
+            return _conv_transpose_nd(nd, x, weight, bias, stride, padding, output_padding,
+                                      dilation, groups, algorithm)
+        return conv_transpose
+
+    def transposed_backward(nd: int) -> Callable:
+        def conv_transpose_backward(grad_output, x, weight, bias, *, stride, padding,
+                                    output_padding, dilation, groups):
+            return _conv_transpose_nd_backward(nd, grad_output, x, weight, bias, stride,
+                                               padding, output_padding, dilation, groups,
+                                               algorithm)
+        return conv_transpose_backward
+
+    out: dict[str, Callable] = {}
+    for nd in (1, 2, 3):
+        for name, make in ((f"conv{nd}d", forward), (f"conv{nd}d_backward", backward),
+                           (f"conv_transpose{nd}d", transposed),
+                           (f"conv_transpose{nd}d_backward", transposed_backward)):
+            fn = make(nd)
+            fn.__name__ = fn.__qualname__ = name
+            fn.__doc__ = f"{globals()[name].__doc__} ({algorithm} algorithm)"
+            out[name] = fn
+    return out
 
 
 def conv1d(x, weight, bias, *, stride, padding, dilation, groups):

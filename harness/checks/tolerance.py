@@ -10,6 +10,9 @@ computes. On top of that bound:
 
 - the oracle's own float64 error, the same bound with float64's u;
 - underflow and flushing to zero, which are absolute (`flush_allowance`);
+- for an implementation that declares a Winograd algorithm in CAPABILITIES
+  (``"algorithm": "winograd F(4,3)"``), the normwise growth of its transforms
+  (harness/checks/algorithms.py), only for it;
 - a normwise floor c * u * ||a|| * ||b|| for the two operands, because FFT-
   and Winograd-style algorithms round transformed values that mix all
   elements: their error is normwise, not elementwise. Where a window reads
@@ -51,11 +54,15 @@ kind of tiny values (strategies/cases.py) whose results land there.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 
+from harness.checks import algorithms
 from harness.checks.oracle import Reference
 from harness.problem import ConvCase
 from harness.reporting import coverage
@@ -158,6 +165,31 @@ class Tolerance:
 
 FLUSH_NOTE = "flushes subnormals to zero"
 
+#: the algorithm the implementation under check declares (CAPABILITIES["algorithm"]),
+#: set around each check by harness.checks.registry.examine
+_ALGORITHM: contextvars.ContextVar[str] = contextvars.ContextVar("algorithm", default="direct")
+
+
+@contextlib.contextmanager
+def declared_algorithm(algorithm: str) -> Iterator[None]:
+    """Within this block, tolerances allow for ``algorithm``'s rounding growth."""
+    token = _ALGORITHM.set(algorithm)
+    try:
+        yield
+    finally:
+        _ALGORITHM.reset(token)
+
+
+def algorithm_floor(algorithm: str, name: str, operands: tuple[np.ndarray, np.ndarray | None],
+                    dims: int, terms: int, u: float) -> float:
+    """The declared algorithm's normwise term gamma(K + extra) * c^D * ||a|| * ||b||
+    (harness/checks/algorithms.py); 0 for a direct sum or an FFT."""
+    a, b = operands
+    c = algorithms.growth(algorithm, name, dims)
+    if not c or b is None:
+        return 0.0
+    return gamma(terms + algorithms.extra_terms(algorithm, dims), u) * c * norm2(a) * norm2(b)
+
 
 def flushed(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> bool:
     """Whether ``actual`` shows subnormals flushed to zero (within ``tol``).
@@ -204,6 +236,7 @@ def tolerance(case: ConvCase, name: str, magnitude: Reference) -> Tolerance:
     }[name]
     u = unit_roundoff(p.dtype)
     floor = 0.0 if operands[1] is None else normwise_floor(*operands, u)
+    floor += algorithm_floor(_ALGORITHM.get(), name, operands, p.spec.spatial_dims, terms, u)
     size = magnitude[name]
     flush = flush_allowance(p.dtype, terms, operands, size,
                             case.bias if name == "y" else None)

@@ -37,6 +37,10 @@ PERMISSIONS: tuple[str, ...] = ("dilation", "groups", "bias_none")
 #: Restrictions an implementation may need: True (in every dtype), False, or
 #: the dtypes where it needs them.
 RESTRICTIONS: tuple[str, ...] = ("square", "contiguous_only")
+#: Values of ``algorithm``: how the implementation sums, so that the rounding bound
+#: allows for its growth (harness/checks/tolerance.py), in increasing growth; "direct"
+#: is any order of the products' sum (the default)
+ALGORITHMS: tuple[str, ...] = ("direct", "fft", "winograd F(2,3)", "winograd F(4,3)")
 
 FUNCTION_NAMES: tuple[str, ...] = tuple(
     name for op in OPS.values() for name in (op.name, op.backward_name))
@@ -104,6 +108,8 @@ class Capabilities:
     contiguous_only: PerDtype = False
     #: "below_stride": transposed problems only with output_padding < stride per axis
     output_padding: str = "torch"
+    #: how it sums (one of ALGORITHMS)
+    algorithm: str = "direct"
     #: (function name, its own flat capabilities) for the functions that declare
     #: any; the fields above are the module's, which hold for every other function
     functions: tuple[tuple[str, "Capabilities"], ...] = ()
@@ -154,6 +160,10 @@ class Capabilities:
                         f"output_padding < stride; 'torch': < max(stride, dilation)), "
                         f"got {value!r}")
                 values[name] = value
+            elif name == "algorithm":
+                if value not in ALGORITHMS:
+                    raise CapabilitiesError(f"{label} must be one of {ALGORITHMS}, got {value!r}")
+                values[name] = value
             elif isinstance(value, bool):
                 values[name] = value
             elif isinstance(value, (tuple, list, set, frozenset)):
@@ -190,7 +200,8 @@ class Capabilities:
         """
         flats = [self.function(name) for name in functions] or [replace(self, functions=())]
         values: dict[str, Any] = {
-            "dtypes": tuple(d for d in DTYPES if all(d in f.dtypes for f in flats))}
+            "dtypes": tuple(d for d in DTYPES if all(d in f.dtypes for f in flats)),
+            "algorithm": max((f.algorithm for f in flats), key=ALGORITHMS.index)}
         for name in PERMISSIONS:
             common = frozenset(DTYPES)
             for f in flats:
