@@ -31,6 +31,8 @@ from hypothesis.errors import InvalidArgument
 
 from harness.problem import OPS, ConvProblem, conv_output_length
 from harness.running.capabilities import Capabilities
+from strategies import archetypes
+from strategies.archetypes import Archetype
 
 
 @dataclass(frozen=True)
@@ -326,6 +328,12 @@ class _Sizes:
         self.cost = self.cost // math.prod(drawn) * drawn[0] ** axes
         return (drawn[0],) * axes
 
+    def replace_kernel(self, drawn: tuple[int, ...], kernel: tuple[int, ...]) -> tuple[int, ...]:
+        """``kernel`` instead of the ``drawn`` one (an archetype's), in the budget's count."""
+        if self.tier is not None:
+            self.cost = max(1, self.cost // math.prod(drawn)) * math.prod(kernel)
+        return kernel
+
     def _terms_cap(self, later: int = 1) -> int | None:
         """For a float16-only implementation, batch * positions (the gradients' K)
         stays within `max_terms` too; ``later``: how many times the positions
@@ -428,41 +436,114 @@ def _max_terms(p: ConvProblem) -> int:
                p.grad_bias_terms())
 
 
+#: A problem is drawn from the catalogue of real layer geometries
+#: (strategies/archetypes.py) when this choice, an integer in [0,
+#: ARCHETYPE_ODDS], is ARCHETYPE_ODDS (measured: about a third of the problems,
+#: see docs/fast-paths.md); shrinking heads for 0, the ordinary draw.
+ARCHETYPE_ODDS = 2
+
+#: In an archetype, each feature it fixes (`archetypes.FEATURES`) keeps the
+#: archetype's value unless its choice, an integer in [0, KEEP_ODDS], is 0:
+#: then it takes the value drawn as for any problem, so the problem is a
+#: neighbour of the archetype in that feature. Shrinking heads for 0, so it
+#: drops every feature the failure does not need, down to the problem the
+#: ordinary draw shrinks to (the Winograd dilation bug: 3x3, stride 1,
+#: padding 0, dilation 2 on one axis), never stopping at the archetype's
+#: padding or channels.
+KEEP_ODDS = 7
+
+
+@functools.lru_cache(maxsize=None)
+def _eligible(op: str, caps: Capabilities, b: Bounds) -> tuple[Archetype, ...]:
+    """The archetypes of ``op`` that these capabilities and bounds can draw: a
+    feature some dtype accepts, and a bound of 1 stays 1 (``kernel=1``: 1x1 only)."""
+    some = {name: any(caps.holds(name, d) for d in caps.dtypes)
+            for name in ("dilation", "groups")}
+    some_unsquare = any(not caps.holds("square", d) for d in caps.dtypes)
+    out = []
+    for a in archetypes.for_op(op):
+        if b.kernel == 1 and set(a.kernel) != {1}:
+            continue
+        if any(d != 1 for d in a.dilation) and (b.dilation == 1 or not some["dilation"]):
+            continue
+        if a.groups != "dense" and (b.groups == 1 or not some["groups"]):
+            continue
+        if not a.square and not some_unsquare:
+            continue
+        out.append(a)
+    return tuple(out)
+
+
+def _draw_archetype(draw, op: str, caps: Capabilities, b: Bounds) -> Archetype | None:
+    eligible = _eligible(op, caps, b)
+    if not eligible or draw(_ints(0, ARCHETYPE_ODDS)) != ARCHETYPE_ODDS:
+        return None
+    return draw(_sampled(eligible))
+
+
+def _keeps(draw, arch: Archetype | None, possible: bool = True) -> bool:
+    """Whether an archetype's feature keeps its value (see `KEEP_ODDS`); drawn in
+    an archetype even where it is not ``possible`` (the capabilities refuse it)."""
+    return arch is not None and draw(_ints(0, KEEP_ODDS)) != 0 and possible
+
+
 @st.composite
 def _problems(draw, op: str, caps: Capabilities, b: Bounds) -> ConvProblem:
     spec = OPS[op]
     axes = spec.spatial_dims
     allowed = tuple(caps.dtypes)  # narrowed by each feature drawn; never empty
     large = b.large is not None and draw(_ints(0, ODDS)) == ODDS
+    arch = _draw_archetype(draw, op, caps, b)
     only_float16 = allowed == ("float16",)
     sizes = _Sizes(draw, b, large,
                    FLOAT16_MAX_TERMS if only_float16 else (b.large.max_terms if large else 0))
     square = _all_square(allowed, caps) or (
         axes > 1 and draw(_ints(0, SQUARE_ODDS)) == SQUARE_ODDS)
+
+    def fits(t: tuple[int, ...]) -> bool:  # an archetype's value, where squares are needed
+        return len(set(t)) == 1 or not _all_square(allowed, caps)
+
     kernel = sizes.kernel(axes, square)
+    if _keeps(draw, arch, fits(arch.kernel) if arch else False):
+        kernel = sizes.replace_kernel(kernel, arch.kernel)
     stride = _per_axis(draw, _ints(1, b.stride), axes, square)
+    if _keeps(draw, arch, fits(arch.stride) if arch else False):
+        stride = arch.stride
     padding = _per_axis(draw, _ints(0, b.padding), axes, square)
+    keep_padding = _keeps(draw, arch, fits(arch.padding) if arch else False)
+    if keep_padding:
+        padding = arch.padding
     allowed = _unsquared(allowed, caps, kernel, stride, padding)
     dilated = _narrowed(allowed, caps, "dilation", True)  # the dtypes that take dilation
+    dilation = (1,) * axes
     if dilated:
         dilation = _per_axis(draw, _ints(1, b.dilation), axes,
                              square or _all_square(dilated, caps))
+    if arch is not None and _keeps(draw, arch, set(arch.dilation) == {1} or bool(
+            dilated and (len(set(arch.dilation)) == 1 or not _all_square(dilated, caps)))):
+        dilation = arch.dilation
+    if dilated:
         allowed = _unsquared(_narrowed(allowed, caps, "dilation",
                                        any(d != 1 for d in dilation)), caps, dilation)
-    else:
-        dilation = (1,) * axes
     outputs = sizes.positions(axes, None if spec.transposed else padding)
     if spec.transposed:
         input_size, padding, output_padding = _transposed_sizes(
             draw, kernel, stride, padding, dilation, b, square or _all_square(allowed, caps),
-            outputs)
+            outputs, no_output_padding=keep_padding)
         allowed = _unsquared(allowed, caps, padding, output_padding)
     else:
         input_size = _conv_sizes(draw, kernel, stride, padding, dilation, outputs, sizes.count)
         output_padding = ()
     groups = draw(_ints(1, b.groups)) if any(caps.holds("groups", d) for d in allowed) else 1
-    allowed = _narrowed(allowed, caps, "groups", groups != 1)
+    pattern = None
+    if arch is not None and _keeps(draw, arch, arch.groups == "dense" or any(
+            caps.holds("groups", d) for d in allowed)):
+        pattern = arch.groups
+        groups = {"dense": 1, "depthwise": 1, "grouped": max(2, groups)}[pattern]
     in_channels, out_channels = sizes.channels(groups, kernel)
+    if pattern == "depthwise":  # one filter per channel, two channels at least (one
+        groups = out_channels = in_channels = in_channels + 1  # is dense)
+    allowed = _narrowed(allowed, caps, "groups", groups != 1)
     batch = sizes.batch()
     bias = (draw(st.booleans()) if any(caps.holds("bias_none", d) for d in allowed)
             else True)
@@ -497,16 +578,17 @@ def _conv_sizes(draw, kernel, stride, padding, dilation, outputs, count) -> tupl
 
 
 def _transposed_sizes(draw, kernel, stride, padding, dilation, b: Bounds, square: bool,
-                      outputs):
+                      outputs, no_output_padding: bool = False):
     """Input sizes, padding and output_padding of a valid transposed problem.
 
     output_padding must be below max(stride, dilation) on each axis (torch's
     rule); padding is capped so that every axis keeps at least one output.
+    ``no_output_padding``: an archetype's padding, kept (output_padding 0).
     ``outputs()`` draws one axis's input size.
     """
     output_padding = _per_axis(draw, _ints(0, max(b.stride, b.dilation) - 1),
                                len(kernel), square)
-    output_padding = tuple(min(op, max(s, d) - 1)
+    output_padding = tuple(0 if no_output_padding else min(op, max(s, d) - 1)
                            for op, s, d in zip(output_padding, stride, dilation))
     sizes = tuple(outputs() for _ in kernel)
     capped = tuple(min(p, ((n - 1) * s + d * (k - 1) + op) // 2)
