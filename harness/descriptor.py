@@ -210,3 +210,22 @@ def parse_descriptor(text: str, *, op: str | None = None, dtype: str = "float32"
         out_channels=oc, input_size=geometry[0], kernel_size=geometry[1], stride=geometry[2],
         padding=geometry[3], dilation=geometry[4], groups=groups, bias=bias, dtype=dtype,
         output_padding=geometry[5])
+
+
+def parse_problem_line(line: str) -> ConvProblem | None:
+    """One ``--conv-problem`` value or line of its file: a descriptor, optionally
+    after an operation and a dtype (``conv_transpose2d float64 mb1ic2ih3oc2kh2sh2``);
+    None for a blank line or a ``#`` comment. Defaults: by the axes, float32."""
+    words = line.split("#", 1)[0].split()
+    if not words:
+        return None
+    op, dtype = None, "float32"
+    for word in words[:-1]:
+        if word in OPS:
+            op = word
+        elif word in ("float16", "float32", "float64"):
+            dtype = word
+        else:
+            raise DescriptorError(f"{line.strip()!r}: {word!r} is neither an operation "
+                                  f"({', '.join(OPS)}) nor a dtype (float16, float32, float64)")
+    return parse_descriptor(words[-1], op=op, dtype=dtype)

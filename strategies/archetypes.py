@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.problem import OPS, ConvProblem
+from harness.reporting import coverage
 
 GROUPS_PATTERNS = ("dense", "depthwise", "grouped")
 #: the features an archetype fixes, in the order a problem draws them
@@ -128,7 +129,10 @@ def differences(archetype: Archetype, problem: ConvProblem) -> list[str]:
     got = {"kernel": problem.kernel_size, "stride": problem.stride,
            "padding": problem.padding, "dilation": problem.dilation,
            "groups": groups_pattern(problem)}
-    return [f for f in FEATURES if got[f] != archetype.value(f)]
+    out = [f for f in FEATURES if got[f] != archetype.value(f)]
+    if any(problem.output_padding) and "padding" not in out:  # archetypes have none
+        out.insert(FEATURES.index("padding"), "padding")
+    return out
 
 
 def classify(problem: ConvProblem) -> tuple[Archetype, str | None] | None:
@@ -145,13 +149,9 @@ def classify(problem: ConvProblem) -> tuple[Archetype, str | None] | None:
     return near
 
 
-ARCHETYPE_PREFIX = "archetype "
-
-
 def coverage_label(problem: ConvProblem) -> str | None:
     """The coverage tally's key for ``problem`` (see harness/reporting/coverage.py)."""
     found = classify(problem)
     if found is None:
         return None
-    archetype, feature = found
-    return ARCHETYPE_PREFIX + archetype.label + (f" | {feature} neighbour" if feature else "")
+    return coverage.archetype_label(found[0].label, found[1])

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from hypothesis import strategies as st
@@ -31,7 +32,7 @@ from hypothesis.errors import InvalidArgument
 
 from harness.problem import OPS, ConvProblem, conv_output_length
 from harness.running.capabilities import Capabilities
-from strategies import archetypes
+from strategies import archetypes, pinned
 from strategies.archetypes import Archetype
 
 
@@ -217,11 +218,14 @@ def conv_problems(
     *,
     capabilities: Capabilities | None = None,
     bounds: Bounds | None = None,
+    where: Callable[[ConvProblem], bool] | None = None,
 ) -> st.SearchStrategy[ConvProblem]:
     """Valid problems for ``op`` (``"conv2d"``, ``"conv_transpose1d"``, ...).
 
     ``capabilities`` narrows what is drawn (an implementation's declared
-    ``CAPABILITIES``); ``bounds`` caps the sizes (default: `DEFAULT_BOUNDS`).
+    ``CAPABILITIES``); ``bounds`` caps the sizes (default: `DEFAULT_BOUNDS`);
+    ``where``: only problems it accepts (a filter). While problems are pinned
+    (``--conv-problem``, strategies/pinned.py), only those are drawn.
     """
     _check_op(op)
     caps = capabilities if capabilities is not None else Capabilities()
@@ -232,7 +236,11 @@ def conv_problems(
         raise InvalidArgument(f"the capabilities leave no dtype to draw for {op}: "
                               "its functions share none")
     limits = bounds if bounds is not None else DEFAULT_BOUNDS[OPS[op].spatial_dims]
-    return _problems(op, caps, limits)
+    if pinned.active():
+        return pinned.problems(op, caps, limits.kernel == 1, where, _max_terms,
+                               FLOAT16_MAX_TERMS)
+    drawn = _problems(op, caps, limits)
+    return drawn if where is None else drawn.filter(where)
 
 
 def _narrowed(allowed: tuple[str, ...], caps: Capabilities, name: str,
