@@ -338,7 +338,7 @@ class _Sizes:
 
     def replace_kernel(self, drawn: tuple[int, ...], kernel: tuple[int, ...]) -> tuple[int, ...]:
         """``kernel`` instead of the ``drawn`` one (an archetype's), in the budget's count."""
-        if self.tier is not None:
+        if self.tier is not None and kernel != drawn:
             self.cost = max(1, self.cost // math.prod(drawn)) * math.prod(kernel)
         return kernel
 
@@ -451,14 +451,15 @@ def _max_terms(p: ConvProblem) -> int:
 ARCHETYPE_ODDS = 2
 
 #: In an archetype, each feature it fixes (`archetypes.FEATURES`) keeps the
-#: archetype's value unless its choice, an integer in [0, KEEP_ODDS], is 0:
-#: then it takes the value drawn as for any problem, so the problem is a
-#: neighbour of the archetype in that feature. Shrinking heads for 0, so it
-#: drops every feature the failure does not need, down to the problem the
-#: ordinary draw shrinks to (the Winograd dilation bug: 3x3, stride 1,
-#: padding 0, dilation 2 on one axis), never stopping at the archetype's
-#: padding or channels.
-KEEP_ODDS = 7
+#: archetype's value unless its choice, an integer in [0, KEEP_ODDS], says
+#: otherwise: 0 drops it (the value drawn as for any problem is used: the
+#: problem is a neighbour of the archetype in that feature); for a feature
+#: with axes, 1 keeps it on the first axis only, 2 on every axis but the
+#: first. Shrinking heads for 0, so it drops every feature, or every axis of
+#: one, that the failure does not need, down to the problem the ordinary draw
+#: shrinks to (the Winograd dilation bug: 3x3, stride 1, padding 0, dilation
+#: 2 on one axis), never stopping at the archetype's padding or dilation.
+KEEP_ODDS = 15
 
 
 @functools.lru_cache(maxsize=None)
@@ -490,9 +491,26 @@ def _draw_archetype(draw, op: str, caps: Capabilities, b: Bounds) -> Archetype |
 
 
 def _keeps(draw, arch: Archetype | None, possible: bool = True) -> bool:
-    """Whether an archetype's feature keeps its value (see `KEEP_ODDS`); drawn in
-    an archetype even where it is not ``possible`` (the capabilities refuse it)."""
+    """Whether an archetype's feature without axes (groups) keeps its value (see
+    `KEEP_ODDS`); drawn in an archetype even where it is not ``possible``."""
     return arch is not None and draw(_ints(0, KEEP_ODDS)) != 0 and possible
+
+
+def _kept(draw, arch: Archetype | None, feature: str, drawn: tuple[int, ...],
+          possible: bool, square: bool) -> tuple[int, ...]:
+    """An archetype's value of ``feature`` on the axes it keeps (see `KEEP_ODDS`),
+    ``drawn`` on the others; ``square``: on every axis or none. Drawn in an
+    archetype even where it is not ``possible`` (the capabilities refuse it)."""
+    if arch is None:
+        return drawn
+    keep = draw(_ints(0, KEEP_ODDS))
+    if not possible or keep == 0:
+        return drawn
+    value = arch.value(feature)
+    if keep > 2 or len(drawn) == 1 or square:
+        return value
+    return tuple(v if (i == 0) == (keep == 1) else d
+                 for i, (v, d) in enumerate(zip(value, drawn)))
 
 
 @st.composite
@@ -508,28 +526,32 @@ def _problems(draw, op: str, caps: Capabilities, b: Bounds) -> ConvProblem:
     square = _all_square(allowed, caps) or (
         axes > 1 and draw(_ints(0, SQUARE_ODDS)) == SQUARE_ODDS)
 
-    def fits(t: tuple[int, ...]) -> bool:  # an archetype's value, where squares are needed
-        return len(set(t)) == 1 or not _all_square(allowed, caps)
+    squares = _all_square(allowed, caps)
+
+    def fits(feature: str) -> bool:  # an archetype's value, where squares are needed
+        return arch is not None and (len(set(arch.value(feature))) == 1 or not squares)
 
     kernel = sizes.kernel(axes, square)
-    if _keeps(draw, arch, fits(arch.kernel) if arch else False):
-        kernel = sizes.replace_kernel(kernel, arch.kernel)
+    kernel = sizes.replace_kernel(kernel, _kept(draw, arch, "kernel", kernel, fits("kernel"),
+                                                squares))
     stride = _per_axis(draw, _ints(1, b.stride), axes, square)
-    if _keeps(draw, arch, fits(arch.stride) if arch else False):
-        stride = arch.stride
+    stride = _kept(draw, arch, "stride", stride, fits("stride"), squares)
     padding = _per_axis(draw, _ints(0, b.padding), axes, square)
-    keep_padding = _keeps(draw, arch, fits(arch.padding) if arch else False)
-    if keep_padding:
-        padding = arch.padding
+    drawn_padding = padding
+    padding = _kept(draw, arch, "padding", padding, fits("padding"), squares)
+    # an archetype's padding kept on some axis: no output_padding (archetypes have none)
+    no_output_padding = arch is not None and any(
+        p != d or p == a for p, d, a in zip(padding, drawn_padding, arch.padding))
     allowed = _unsquared(allowed, caps, kernel, stride, padding)
     dilated = _narrowed(allowed, caps, "dilation", True)  # the dtypes that take dilation
     dilation = (1,) * axes
     if dilated:
         dilation = _per_axis(draw, _ints(1, b.dilation), axes,
                              square or _all_square(dilated, caps))
-    if arch is not None and _keeps(draw, arch, set(arch.dilation) == {1} or bool(
-            dilated and (len(set(arch.dilation)) == 1 or not _all_square(dilated, caps)))):
-        dilation = arch.dilation
+    if arch is not None:
+        dilation = _kept(draw, arch, "dilation", dilation, set(arch.dilation) == {1} or bool(
+            dilated and (len(set(arch.dilation)) == 1 or not _all_square(dilated, caps))),
+            squares or bool(dilated and _all_square(dilated, caps)))
     if dilated:
         allowed = _unsquared(_narrowed(allowed, caps, "dilation",
                                        any(d != 1 for d in dilation)), caps, dilation)
@@ -537,7 +559,7 @@ def _problems(draw, op: str, caps: Capabilities, b: Bounds) -> ConvProblem:
     if spec.transposed:
         input_size, padding, output_padding = _transposed_sizes(
             draw, kernel, stride, padding, dilation, b, square or _all_square(allowed, caps),
-            outputs, no_output_padding=keep_padding)
+            outputs, no_output_padding)
         allowed = _unsquared(allowed, caps, padding, output_padding)
     else:
         input_size = _conv_sizes(draw, kernel, stride, padding, dilation, outputs, sizes.count)
