@@ -450,16 +450,21 @@ def _max_terms(p: ConvProblem) -> int:
 #: see docs/fast-paths.md); shrinking heads for 0, the ordinary draw.
 ARCHETYPE_ODDS = 2
 
-#: In an archetype, each feature it fixes (`archetypes.FEATURES`) keeps the
-#: archetype's value unless its choice, an integer in [0, KEEP_ODDS], says
-#: otherwise: 0 drops it (the value drawn as for any problem is used: the
-#: problem is a neighbour of the archetype in that feature); for a feature
-#: with axes, 1 keeps it on the first axis only, 2 on every axis but the
-#: first. Shrinking heads for 0, so it drops every feature, or every axis of
-#: one, that the failure does not need, down to the problem the ordinary draw
-#: shrinks to (the Winograd dilation bug: 3x3, stride 1, padding 0, dilation
-#: 2 on one axis), never stopping at the archetype's padding or dilation.
-KEEP_ODDS = 15
+#: In an archetype, each feature it fixes (`archetypes.FEATURES`) has two
+#: choices besides the value drawn as for any problem (the "ordinary" one).
+#: Which axes keep the archetype's value, an integer in [0, KEEP_ODDS]: 0
+#: none (the problem is a neighbour of the archetype in that feature), 1 the
+#: first axis only, 2 every axis but the first, more: every axis. And how
+#: close the kept axes come to it, an integer ``step`` in [0, STEPS]: each
+#: kept axis takes min(archetype's, ordinary + step), the archetype's value
+#: unless ``step`` is small. Both shrink towards the ordinary value, the
+#: first axis by axis, the second one step at a time, so shrinking keeps of
+#: the archetype only what the failure needs, down to the problem the
+#: ordinary draw shrinks to (the Winograd dilation bug, found on DeepLab's
+#: 3x3 dilation 4 padding 4: 3x3, stride 1, padding 0, dilation 2 on one
+#: axis), never stopping at the archetype's padding or dilation.
+KEEP_ODDS = 31
+STEPS = 255
 
 
 @functools.lru_cache(maxsize=None)
@@ -504,13 +509,14 @@ def _kept(draw, arch: Archetype | None, feature: str, drawn: tuple[int, ...],
     if arch is None:
         return drawn
     keep = draw(_ints(0, KEEP_ODDS))
+    step = draw(_ints(0, STEPS))
     if not possible or keep == 0:
         return drawn
-    value = arch.value(feature)
-    if keep > 2 or len(drawn) == 1 or square:
-        return value
-    return tuple(v if (i == 0) == (keep == 1) else d
-                 for i, (v, d) in enumerate(zip(value, drawn)))
+    kept = (True,) * len(drawn) if keep > 2 or len(drawn) == 1 or square else tuple(
+        (i == 0) == (keep == 1) for i in range(len(drawn)))
+    value = tuple(min(a, d + step) if k else d
+                  for a, d, k in zip(arch.value(feature), drawn, kept))
+    return (value[0],) * len(value) if square else value
 
 
 @st.composite
