@@ -100,7 +100,19 @@ def _positional_option_values(args: list[str]) -> list[str]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
+    _join_file_values(args)
     _repair_path_options(early_config, args)
+
+
+def _join_file_values(args: list[str]) -> None:
+    """``--conv-problem @FILE`` as one word: pytest's argument parser reads any
+    word starting with ``@`` as a file of more arguments, which would make the
+    file's first line the value and the others test paths."""
+    i = 0
+    while i < len(args) - 1:
+        if args[i] == "--conv-problem" and args[i + 1].startswith("@"):
+            args[i:i + 2] = [f"--conv-problem={args[i + 1]}"]
+        i += 1
 
 
 def _repair_path_options(config: pytest.Config, args: list[str]) -> None:
