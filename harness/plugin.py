@@ -29,7 +29,7 @@ from harness.running.loader import (
 from harness.running.target import Target
 
 IMPLEMENTATIONS = pytest.StashKey[list[Implementation]]()
-PATH_OPTIONS = ("--impl", "--conv-failures", "--replay")
+PATH_OPTIONS = ("--impl", "--conv-failures", "--replay", "--conv-problem")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -63,6 +63,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="print each bug's standalone reproduction script in its report (it is always "
              "saved beside the case file)")
     group.addoption(
+        "--conv-problem", action="append", default=[], metavar="DESC",
+        help="run every check on exactly this problem, in oneDNN benchdnn's notation "
+             "(mb2ic16ih7oc16oh7kh5ph2), optionally after an op and a dtype "
+             "('conv_transpose2d float64 mb1ic2ih3oc2kh2sh2'); may be given several times, "
+             "or as @FILE of such lines (see docs/fast-paths.md)")
+    group.addoption(
         "--conv-invalid", action="store_true", default=False,
         help="also check that the implementation raises on invalid problems exactly "
              "when torch does (opt-in: many implementations do not validate)")
@@ -75,7 +81,19 @@ def _positional_option_values(args: list[str]) -> list[str]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
+    _join_file_values(args)
     _repair_path_options(early_config, args)
+
+
+def _join_file_values(args: list[str]) -> None:
+    """``--conv-problem @FILE`` as one word: pytest's argument parser reads any
+    word starting with ``@`` as a file of more arguments, which would make the
+    file's first line the value and the others test paths."""
+    i = 0
+    while i < len(args) - 1:
+        if args[i] == "--conv-problem" and args[i + 1].startswith("@"):
+            args[i:i + 2] = [f"--conv-problem={args[i + 1]}"]
+        i += 1
 
 
 def _repair_path_options(config: pytest.Config, args: list[str]) -> None:
@@ -139,6 +157,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if names.count(impl.name) > 1:
             impl.name = impl.spec
     config.stash[IMPLEMENTATIONS] = impls
+    _pin_problems(config)
     from harness.reporting.summary import (
         Summary,  # imports the checks, hence numpy and the registry
     )
@@ -152,6 +171,36 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(Summary(impls, failures_dir(config)), "conv_harness_summary")
     config.pluginmanager.register(BugSearch(max_bugs, config.getoption("--conv-print-scripts"),
                                             budget or None), "conv_harness_bug_search")
+
+
+def _pin_problems(config: pytest.Config) -> None:
+    """``--conv-problem``: the strategies draw only the problems given (strategies/pinned.py)."""
+    from harness.descriptor import DescriptorError, parse_problem_line
+    from strategies import pinned
+
+    values = config.getoption("--conv-problem", default=None) or []
+    if not values:
+        return
+    problems = []
+    for value in values:
+        where, lines = f"--conv-problem {value}", [value]
+        if value.startswith("@"):
+            path = Path(config.invocation_params.dir) / value[1:]
+            try:
+                lines = path.read_text().splitlines()
+            except OSError as exc:
+                raise pytest.UsageError(f"--conv-problem {value}: {exc.strerror}: {path}") from None
+        for number, line in enumerate(lines, 1):
+            try:
+                problem = parse_problem_line(line)
+            except DescriptorError as exc:
+                at = f" line {number}" if value.startswith("@") else ""
+                raise pytest.UsageError(f"{where}{at}: {exc}") from None
+            if problem is not None:
+                problems.append(problem)
+    if not problems:
+        raise pytest.UsageError(f"--conv-problem {' '.join(values)}: no problem given")
+    pinned.pin(problems)
 
 
 def timeout_of(config: pytest.Config) -> float | None:
@@ -172,8 +221,10 @@ def targets(config: pytest.Config, check: str) -> list[Target]:
     out = []
     timeout = timeout_of(config)
     failures = failures_dir(config)
+    from strategies import pinned
+    ops = pinned.pinned_ops() or OPS  # --conv-problem: only the ops given
     for impl in config.stash[IMPLEMENTATIONS]:
-        for op in OPS:
+        for op in (op for op in OPS if op in ops):
             if REGISTRY[check].applies_to(impl, op):
                 out.append(Target(impl, op, timeout, failures))
     return out

@@ -24,6 +24,7 @@ from hypothesis.control import current_build_context
 
 from harness.checks import oracle
 from harness.checks.registry import REGISTRY, examine
+from harness.descriptor import format_descriptor
 from harness.problem import ConvCase
 from harness.reporting import coverage
 from harness.reporting.failures import case_path, case_record, save_case, script_path
@@ -62,7 +63,8 @@ def failure_text(spec: str, drawn: ConvCase, failure: CheckFailure, ran: str) ->
         head = (f"check {failure.check!r} failed while running check {ran!r}: "
                 f"{failure.message.splitlines()[0]}")
     layouts = {k: v for k, v in case.layouts.items() if v != "C"}
-    lines = [f"{spec} {p.op}: {head}", f"parameters: {p.describe()}"]
+    lines = [f"{spec} {p.op}: {head}", f"parameters: {p.describe()}",
+             f"benchdnn:   {format_descriptor(p)}"]
     if layouts:
         lines.append("layouts: " + ", ".join(f"{k}={v}" for k, v in layouts.items())
                      + " (other inputs C-contiguous)")

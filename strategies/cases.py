@@ -18,6 +18,7 @@ from hypothesis.control import currently_in_test_context
 from harness.problem import ARRAY_NAMES, LAYOUTS, ConvCase, ConvProblem
 from harness.reporting import coverage
 from harness.running.capabilities import Capabilities
+from strategies.archetypes import coverage_label
 from strategies.problems import DEFAULT_BOUNDS, Bounds, conv_problems
 
 MAX_ABS_VALUE = 4.0
@@ -219,4 +220,7 @@ def features(case: ConvCase) -> list[str]:
     if not p.bias:
         out.append("bias None")
     out += sorted({f"layout {layout}" for layout in case.layouts.values() if layout != "C"})
+    archetype = coverage_label(p)
+    if archetype is not None:
+        out.append(archetype)
     return out

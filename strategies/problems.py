@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from hypothesis import strategies as st
@@ -31,6 +32,8 @@ from hypothesis.errors import InvalidArgument
 
 from harness.problem import OPS, ConvProblem, conv_output_length
 from harness.running.capabilities import Capabilities
+from strategies import archetypes, pinned
+from strategies.archetypes import Archetype
 
 
 @dataclass(frozen=True)
@@ -215,11 +218,14 @@ def conv_problems(
     *,
     capabilities: Capabilities | None = None,
     bounds: Bounds | None = None,
+    where: Callable[[ConvProblem], bool] | None = None,
 ) -> st.SearchStrategy[ConvProblem]:
     """Valid problems for ``op`` (``"conv2d"``, ``"conv_transpose1d"``, ...).
 
     ``capabilities`` narrows what is drawn (an implementation's declared
-    ``CAPABILITIES``); ``bounds`` caps the sizes (default: `DEFAULT_BOUNDS`).
+    ``CAPABILITIES``); ``bounds`` caps the sizes (default: `DEFAULT_BOUNDS`);
+    ``where``: only problems it accepts (a filter). While problems are pinned
+    (``--conv-problem``, strategies/pinned.py), only those are drawn.
     """
     _check_op(op)
     caps = capabilities if capabilities is not None else Capabilities()
@@ -230,7 +236,11 @@ def conv_problems(
         raise InvalidArgument(f"the capabilities leave no dtype to draw for {op}: "
                               "its functions share none")
     limits = bounds if bounds is not None else DEFAULT_BOUNDS[OPS[op].spatial_dims]
-    return _problems(op, caps, limits)
+    if pinned.active():
+        return pinned.problems(op, caps, limits.kernel == 1, where, _max_terms,
+                               FLOAT16_MAX_TERMS)
+    drawn = _problems(op, caps, limits)
+    return drawn if where is None else drawn.filter(where)
 
 
 def _narrowed(allowed: tuple[str, ...], caps: Capabilities, name: str,
@@ -325,6 +335,12 @@ class _Sizes:
             return drawn
         self.cost = self.cost // math.prod(drawn) * drawn[0] ** axes
         return (drawn[0],) * axes
+
+    def replace_kernel(self, drawn: tuple[int, ...], kernel: tuple[int, ...]) -> tuple[int, ...]:
+        """``kernel`` instead of the ``drawn`` one (an archetype's), in the budget's count."""
+        if self.tier is not None and kernel != drawn:
+            self.cost = max(1, self.cost // math.prod(drawn)) * math.prod(kernel)
+        return kernel
 
     def _terms_cap(self, later: int = 1) -> int | None:
         """For a float16-only implementation, batch * positions (the gradients' K)
@@ -428,41 +444,142 @@ def _max_terms(p: ConvProblem) -> int:
                p.grad_bias_terms())
 
 
+#: A problem is drawn from the catalogue of real layer geometries
+#: (strategies/archetypes.py) when this choice, an integer in [0,
+#: ARCHETYPE_ODDS], is ARCHETYPE_ODDS (measured: about a third of the problems,
+#: see docs/fast-paths.md); shrinking heads for 0, the ordinary draw.
+ARCHETYPE_ODDS = 2
+
+#: In an archetype, each feature it fixes (`archetypes.FEATURES`) has two
+#: choices besides the value drawn as for any problem (the "ordinary" one).
+#: Which axes keep the archetype's value, an integer in [0, KEEP_ODDS]: 0
+#: none (the problem is a neighbour of the archetype in that feature), 1 the
+#: first axis only, 2 every axis but the first, more: every axis. And how
+#: close the kept axes come to it, an integer ``step`` in [0, STEPS]: each
+#: kept axis takes min(archetype's, ordinary + step), the archetype's value
+#: unless ``step`` is small. Both shrink towards the ordinary value, the
+#: first axis by axis, the second one step at a time, so shrinking keeps of
+#: the archetype only what the failure needs, down to the problem the
+#: ordinary draw shrinks to (the Winograd dilation bug, found on DeepLab's
+#: 3x3 dilation 4 padding 4: 3x3, stride 1, padding 0, dilation 2 on one
+#: axis), never stopping at the archetype's padding or dilation.
+KEEP_ODDS = 31
+STEPS = 255
+
+
+@functools.lru_cache(maxsize=None)
+def _eligible(op: str, caps: Capabilities, b: Bounds) -> tuple[Archetype, ...]:
+    """The archetypes of ``op`` that these capabilities and bounds can draw: a
+    feature some dtype accepts, and a bound of 1 stays 1 (``kernel=1``: 1x1 only)."""
+    some = {name: any(caps.holds(name, d) for d in caps.dtypes)
+            for name in ("dilation", "groups")}
+    some_unsquare = any(not caps.holds("square", d) for d in caps.dtypes)
+    out = []
+    for a in archetypes.for_op(op):
+        if b.kernel == 1 and set(a.kernel) != {1}:
+            continue
+        if any(d != 1 for d in a.dilation) and (b.dilation == 1 or not some["dilation"]):
+            continue
+        if a.groups != "dense" and (b.groups == 1 or not some["groups"]):
+            continue
+        if not a.square and not some_unsquare:
+            continue
+        out.append(a)
+    return tuple(out)
+
+
+def _draw_archetype(draw, op: str, caps: Capabilities, b: Bounds) -> Archetype | None:
+    eligible = _eligible(op, caps, b)
+    if not eligible or draw(_ints(0, ARCHETYPE_ODDS)) != ARCHETYPE_ODDS:
+        return None
+    return draw(_sampled(eligible))
+
+
+def _keeps(draw, arch: Archetype | None, possible: bool = True) -> bool:
+    """Whether an archetype's feature without axes (groups) keeps its value (see
+    `KEEP_ODDS`); drawn in an archetype even where it is not ``possible``."""
+    return arch is not None and draw(_ints(0, KEEP_ODDS)) != 0 and possible
+
+
+def _kept(draw, arch: Archetype | None, feature: str, drawn: tuple[int, ...],
+          possible: bool, square: bool) -> tuple[int, ...]:
+    """An archetype's value of ``feature`` on the axes it keeps (see `KEEP_ODDS`),
+    ``drawn`` on the others; ``square``: on every axis or none. Drawn in an
+    archetype even where it is not ``possible`` (the capabilities refuse it)."""
+    if arch is None:
+        return drawn
+    keep = draw(_ints(0, KEEP_ODDS))
+    step = draw(_ints(0, STEPS))
+    if not possible or keep == 0:
+        return drawn
+    kept = (True,) * len(drawn) if keep > 2 or len(drawn) == 1 or square else tuple(
+        (i == 0) == (keep == 1) for i in range(len(drawn)))
+    value = tuple(min(a, d + step) if k else d
+                  for a, d, k in zip(arch.value(feature), drawn, kept))
+    return (value[0],) * len(value) if square else value
+
+
 @st.composite
 def _problems(draw, op: str, caps: Capabilities, b: Bounds) -> ConvProblem:
     spec = OPS[op]
     axes = spec.spatial_dims
     allowed = tuple(caps.dtypes)  # narrowed by each feature drawn; never empty
     large = b.large is not None and draw(_ints(0, ODDS)) == ODDS
+    arch = _draw_archetype(draw, op, caps, b)
     only_float16 = allowed == ("float16",)
     sizes = _Sizes(draw, b, large,
                    FLOAT16_MAX_TERMS if only_float16 else (b.large.max_terms if large else 0))
     square = _all_square(allowed, caps) or (
         axes > 1 and draw(_ints(0, SQUARE_ODDS)) == SQUARE_ODDS)
+
+    squares = _all_square(allowed, caps)
+
+    def fits(feature: str) -> bool:  # an archetype's value, where squares are needed
+        return arch is not None and (len(set(arch.value(feature))) == 1 or not squares)
+
     kernel = sizes.kernel(axes, square)
+    kernel = sizes.replace_kernel(kernel, _kept(draw, arch, "kernel", kernel, fits("kernel"),
+                                                squares))
     stride = _per_axis(draw, _ints(1, b.stride), axes, square)
+    stride = _kept(draw, arch, "stride", stride, fits("stride"), squares)
     padding = _per_axis(draw, _ints(0, b.padding), axes, square)
+    drawn_padding = padding
+    padding = _kept(draw, arch, "padding", padding, fits("padding"), squares)
+    # an archetype's padding kept on some axis: no output_padding (archetypes have none)
+    no_output_padding = arch is not None and any(
+        p != d or p == a for p, d, a in zip(padding, drawn_padding, arch.padding))
     allowed = _unsquared(allowed, caps, kernel, stride, padding)
     dilated = _narrowed(allowed, caps, "dilation", True)  # the dtypes that take dilation
+    dilation = (1,) * axes
     if dilated:
         dilation = _per_axis(draw, _ints(1, b.dilation), axes,
                              square or _all_square(dilated, caps))
+    if arch is not None:
+        dilation = _kept(draw, arch, "dilation", dilation, set(arch.dilation) == {1} or bool(
+            dilated and (len(set(arch.dilation)) == 1 or not _all_square(dilated, caps))),
+            squares or bool(dilated and _all_square(dilated, caps)))
+    if dilated:
         allowed = _unsquared(_narrowed(allowed, caps, "dilation",
                                        any(d != 1 for d in dilation)), caps, dilation)
-    else:
-        dilation = (1,) * axes
     outputs = sizes.positions(axes, None if spec.transposed else padding)
     if spec.transposed:
         input_size, padding, output_padding = _transposed_sizes(
             draw, kernel, stride, padding, dilation, b, square or _all_square(allowed, caps),
-            outputs, caps.output_padding_limit)
+            outputs, caps.output_padding_limit, no_output_padding)
         allowed = _unsquared(allowed, caps, padding, output_padding)
     else:
         input_size = _conv_sizes(draw, kernel, stride, padding, dilation, outputs, sizes.count)
         output_padding = ()
     groups = draw(_ints(1, b.groups)) if any(caps.holds("groups", d) for d in allowed) else 1
-    allowed = _narrowed(allowed, caps, "groups", groups != 1)
+    pattern = None
+    if arch is not None and _keeps(draw, arch, arch.groups == "dense" or any(
+            caps.holds("groups", d) for d in allowed)):
+        pattern = arch.groups
+        groups = {"dense": 1, "depthwise": 1, "grouped": max(2, groups)}[pattern]
     in_channels, out_channels = sizes.channels(groups, kernel)
+    if pattern == "depthwise":  # one filter per channel, two channels at least (one
+        groups = out_channels = in_channels = in_channels + 1  # is dense)
+    allowed = _narrowed(allowed, caps, "groups", groups != 1)
     batch = sizes.batch()
     bias = (draw(st.booleans()) if any(caps.holds("bias_none", d) for d in allowed)
             else True)
@@ -497,17 +614,19 @@ def _conv_sizes(draw, kernel, stride, padding, dilation, outputs, count) -> tupl
 
 
 def _transposed_sizes(draw, kernel, stride, padding, dilation, b: Bounds, square: bool,
-                      outputs, limit=lambda s, d: max(s, d) - 1):
+                      outputs, limit=lambda s, d: max(s, d) - 1,
+                      no_output_padding: bool = False):
     """Input sizes, padding and output_padding of a valid transposed problem.
 
     output_padding must be below max(stride, dilation) on each axis (torch's
     rule), or what ``limit(stride, dilation)`` allows (CAPABILITIES'
     ``output_padding``); padding is capped so that every axis keeps at least
-    one output. ``outputs()`` draws one axis's input size.
+    one output. ``no_output_padding``: an archetype's padding, kept
+    (output_padding 0). ``outputs()`` draws one axis's input size.
     """
     output_padding = _per_axis(draw, _ints(0, max(b.stride, b.dilation) - 1),
                                len(kernel), square)
-    output_padding = tuple(min(op, limit(s, d))
+    output_padding = tuple(0 if no_output_padding else min(op, limit(s, d))
                            for op, s, d in zip(output_padding, stride, dilation))
     sizes = tuple(outputs() for _ in kernel)
     capped = tuple(min(p, ((n - 1) * s + d * (k - 1) + op) // 2)

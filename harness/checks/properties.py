@@ -473,7 +473,7 @@ def batch_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
     The problem is filtered before its values are drawn, so that a rejected
     batch-1 problem costs no data and is not counted as an example run."""
     s = _strategies()
-    problems = s.conv_problems(op, capabilities=caps).filter(lambda p: p.batch > 1)
+    problems = s.conv_problems(op, capabilities=caps, where=lambda p: p.batch > 1)
     contiguous_only = caps.for_op(op).holds
 
     @st.composite

@@ -18,6 +18,10 @@ from collections import Counter
 from typing import Iterator, Mapping
 
 NOTE_PREFIX = "note: "
+#: features that name a layer archetype reached (strategies/archetypes.py):
+#: ``archetype NAME`` exactly, ``archetype NAME | FEATURE neighbour`` one step off
+ARCHETYPE_PREFIX = "archetype "
+NEIGHBOUR_SEPARATOR = " | "
 
 _current: Counter | None = None
 
@@ -95,3 +99,39 @@ def count(labels: list[str]) -> None:
     """Count ``labels`` as features of the current example (an implementation's own events)."""
     if _current is not None:
         _current.update(labels)
+
+
+def archetype_label(name: str, feature: str | None) -> str:
+    """The tally key of a case on archetype ``name`` (``feature``: the one that differs)."""
+    return ARCHETYPE_PREFIX + name + (f"{NEIGHBOUR_SEPARATOR}{feature} neighbour"
+                                      if feature else "")
+
+
+def archetypes(features: Mapping[str, int]) -> dict[str, dict]:
+    """The archetypes a tally reached: ``{name: {"exact": n, "neighbours": {feature: n}}}``,
+    most reached first (what the summary prints and writes)."""
+    out: dict[str, dict] = {}
+    for key, count in features.items():
+        if not key.startswith(ARCHETYPE_PREFIX):
+            continue
+        name, _, neighbour = key[len(ARCHETYPE_PREFIX):].partition(NEIGHBOUR_SEPARATOR)
+        entry = out.setdefault(name, {"exact": 0, "neighbours": {}})
+        if neighbour:
+            entry["neighbours"][neighbour.removesuffix(" neighbour")] = count
+        else:
+            entry["exact"] = count
+
+    def reached(item) -> int:
+        return item[1]["exact"] + sum(item[1]["neighbours"].values())
+    return {name: {"exact": e["exact"], "neighbours": dict(sorted(
+        e["neighbours"].items(), key=lambda kv: -kv[1]))}
+        for name, e in sorted(out.items(), key=lambda item: (-reached(item), item[0]))}
+
+
+def archetype_text(features: Mapping[str, int]) -> str:
+    """One line: ``resnet 3x3 s1 p1 140 (dilation neighbour 31, stride neighbour 12), ...``."""
+    parts = []
+    for name, entry in archetypes(features).items():
+        near = ", ".join(f"{f} neighbour {n}" for f, n in entry["neighbours"].items())
+        parts.append(f"{name} {entry['exact']}" + (f" ({near})" if near else ""))
+    return ", ".join(parts)

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.descriptor import format_descriptor
 from harness.problem import ARRAY_NAMES, LAYOUTS, OPS, ConvCase, ConvProblem
 
 SCHEMA_VERSION = 1
@@ -97,6 +98,7 @@ def case_record(impl_spec: str, case: ConvCase, check: str, message: str,
         "check": check,
         "run_check": run_check or check,
         "params": case.problem.params(),
+        "descriptor": format_descriptor(case.problem),  # benchdnn notation (docs/fast-paths.md)
         inputs_key: {name: None if arrays[name] is None else
                      _packed(arrays[name]) if packed else arrays[name].tolist()
                      for name in ARRAY_NAMES},

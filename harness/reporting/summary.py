@@ -156,6 +156,7 @@ class Summary:
                 "examples_per_test": {f"{check} {op}": n for (check, op), n in
                                       sorted(record.examples.items())},
                 "notes": sorted(notes), "largest": dict(record.largest),
+                "archetypes": coverage.archetypes(record.tally),
                 "crashed": list(record.crashed),
                 "warnings": dict(zip(("count", "first"), warnings_of(impl, record))),
                 "operations_not_run": operations_not_provided(impl),
@@ -233,9 +234,12 @@ class Summary:
             lines.append("  noted (not failures): " + ", ".join(
                 f"{text} ({count} {'time' if count == 1 else 'times'})"
                 for text, count in sorted(notes.items())))
+        if coverage.archetypes(tally):
+            lines.append("  archetypes reached: " + coverage.archetype_text(tally))
         if tally:
             lines.append("  features covered: " + ", ".join(
-                f"{name} ({count})" for name, count in sorted(tally.items())))
+                f"{name} ({count})" for name, count in sorted(tally.items())
+                if not name.startswith(coverage.ARCHETYPE_PREFIX)))
         excluded = impl.capabilities.not_generated()
         if excluded:
             lines.append("  not generated (its CAPABILITIES): " + ", ".join(excluded))

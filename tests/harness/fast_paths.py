@@ -1,0 +1,98 @@
+"""Known-buggy implementations, each wrong on one fast path only (issue 22).
+
+Each wraps the correct `conv_impl.einsum` (every operation) and breaks one
+forward pass where an optimised implementation special-cases a layer real
+networks use: a wrong dispatch condition, or a wrong kernel on that path.
+Everywhere else it is correct. The suite must find each one in a default run
+and shrink it to its minimal case (tests/harness/test_fast_paths.py):
+
+    winograd_dilation   resnet/deeplab: conv2d 3x3, stride 1, groups 1 takes a
+                        Winograd path that never checks dilation (it computes
+                        the undilated convolution)
+                        -> 3x3, dilation 2 on one axis, padding 0, 1 channel
+    depthwise_channel0  mobilenet: a depthwise 3x3/5x5 path with a wrong channel
+                        stride in the weights: every channel gets channel 0's
+                        filter
+                        -> 3x3, groups = 2 channels, input 3x3
+    inception_wrap      inception: a 1xN / Nx1 path (N >= 5) that pads the
+                        long axis circularly instead of with zeros
+                        -> 1x5 (or 5x1), padding 1 on that axis, input 3
+    unet_no_bias        unet: the 2x2 stride-2 transposed path (a pixel
+                        shuffle) leaves the bias out
+                        -> 2x2 stride 2, input 1x1, a bias
+    wav2vec_frames      wav2vec: a conv1d path for kernels a multiple of the
+                        stride (> 1), built from frames of the input, that
+                        leaves the last output 0 when the input length is
+                        not a multiple of the stride
+                        -> kernel 2, stride 2, input 3
+    r2plus1d_transposed r2plus1d: a conv3d 1x3x3 path, run frame by frame as
+                        2-d convolutions, that reads the filter's height and
+                        width swapped
+                        -> 1x3x3 on a 1x3x3 input
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tests.harness.size_bugs import _module, _wrapped
+
+ALL = ("winograd_dilation", "depthwise_channel0", "inception_wrap", "unet_no_bias",
+       "wav2vec_frames", "r2plus1d_transposed")
+
+
+def _winograd_dilation(conv, x, weight, bias, kw):
+    if weight.shape[2:] != (3, 3) or kw["stride"] != (1, 1) or kw["groups"] != 1:
+        return conv(x, weight, bias, **kw)
+    right = conv(x, weight, bias, **kw)  # only for the output's shape
+    y = conv(x, weight, bias, **{**kw, "dilation": (1, 1)})
+    return np.ascontiguousarray(y[:, :, :right.shape[2], :right.shape[3]])
+
+
+def _depthwise_channel0(conv, x, weight, bias, kw):
+    depthwise = kw["groups"] > 1 and kw["groups"] == x.shape[1] == weight.shape[0]
+    if not depthwise or weight.shape[2:] not in ((3, 3), (5, 5)):
+        return conv(x, weight, bias, **kw)
+    return conv(x, np.broadcast_to(weight[:1], weight.shape), bias, **kw)
+
+
+def _inception_wrap(conv, x, weight, bias, kw):
+    kernel = weight.shape[2:]
+    if sorted(kernel)[0] != 1 or max(kernel) < 5 or kernel == (1, 1):
+        return conv(x, weight, bias, **kw)
+    axis = int(np.argmax(kernel))
+    pad = kw["padding"][axis]
+    widths = [(0, 0)] * x.ndim
+    widths[2 + axis] = (pad, pad)
+    wrapped = np.pad(x, widths, mode="wrap")
+    padding = list(kw["padding"])
+    padding[axis] = 0
+    return conv(wrapped, weight, bias, **{**kw, "padding": tuple(padding)})
+
+
+def _unet_no_bias(conv, x, weight, bias, kw):
+    if weight.shape[2:] == (2, 2) and kw["stride"] == (2, 2):
+        return conv(x, weight, None if bias is None else np.zeros_like(bias), **kw)
+    return conv(x, weight, bias, **kw)
+
+
+def _wav2vec_frames(conv, x, weight, bias, kw):
+    y = conv(x, weight, bias, **kw)
+    (k,), (s,) = weight.shape[2:], kw["stride"]
+    if s > 1 and k % s == 0 and x.shape[2] % s:
+        y[..., -1] = 0
+    return y
+
+
+def _r2plus1d_transposed(conv, x, weight, bias, kw):
+    if weight.shape[2:] != (1, 3, 3):
+        return conv(x, weight, bias, **kw)
+    return conv(x, np.ascontiguousarray(np.swapaxes(weight, 3, 4)), bias, **kw)
+
+
+winograd_dilation = _module(conv2d=_wrapped("conv2d", _winograd_dilation))
+depthwise_channel0 = _module(conv2d=_wrapped("conv2d", _depthwise_channel0))
+inception_wrap = _module(conv2d=_wrapped("conv2d", _inception_wrap))
+unet_no_bias = _module(conv_transpose2d=_wrapped("conv_transpose2d", _unet_no_bias))
+wav2vec_frames = _module(conv1d=_wrapped("conv1d", _wav2vec_frames))
+r2plus1d_transposed = _module(conv3d=_wrapped("conv3d", _r2plus1d_transposed))

@@ -1,0 +1,69 @@
+"""``--conv-problem``: every check runs on exactly the problems given, in benchdnn's
+notation; oneDNN's regression batch (its f32 2-d lines) passes on conv_impl.einsum."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.checks.registry import run_check
+from harness.descriptor import parse_problem_line
+from harness.problem import ConvCase
+from harness.running.loader import load_implementation
+from strategies.cases import noise
+
+HERE = Path(__file__).parent
+BATCH = HERE / "data" / "benchdnn_regression_f32_2d.txt"
+
+
+def _problems():
+    return [p for p in map(parse_problem_line, BATCH.read_text().splitlines()) if p is not None]
+
+
+def test_the_regression_batch_file_reads():
+    problems = _problems()
+    assert len(problems) == 37
+    assert {p.op for p in problems} == {"conv2d"} and {p.dtype for p in problems} == {"float32"}
+
+
+@pytest.mark.parametrize("check", ["forward", "grad_input", "grad_weight", "grad_bias"])
+def test_the_regression_batch_passes_on_einsum(check):
+    """Every problem once, with dense values, each oracle check (the suite run below
+    draws them at random, so it need not reach each one)."""
+    impl = load_implementation("conv_impl.einsum")
+    for p in _problems():
+        arrays = {name: None if shape is None else noise("floats", p.dtype, shape, seed)
+                  for seed, (name, shape) in enumerate(p.shapes().items())}
+        run_check(check, impl, ConvCase(problem=p, layouts={}, **arrays))
+
+
+def test_conv_problem_at_file_runs_every_check_on_those_problems(run_pytest, tmp_path):
+    result = run_pytest("--conv-problem", f"@{BATCH}", "--conv-budget", "20", "-n", "2",
+                        timeout=1800)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (entry,) = json.loads((tmp_path / "failures" / "summary.json").read_text())[
+        "implementations"]
+    assert entry["verdict"] == "passed"
+    assert {test.split()[1] for test in entry["examples_per_test"]} == {"conv2d"}
+    assert "resnet 7x7 s2 p3 stem" in entry["archetypes"]  # regression_oc-channel
+
+
+def test_given_problems_only(run_pytest, tmp_path):
+    result = run_pytest("--conv-problem", "mb1ic2ih4oc3kh3ph1", "--conv-problem",
+                        "conv_transpose1d float64 mb1ic2iw3oc2kw2sw2", "-k", "test_forward")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (entry,) = json.loads((tmp_path / "failures" / "summary.json").read_text())[
+        "implementations"]
+    assert set(entry["examples_per_test"]) == {"forward conv2d", "forward conv_transpose1d"}
+    assert "resnet 3x3 s1 p1" in entry["archetypes"]
+
+
+def test_a_bad_descriptor_is_a_usage_error(run_pytest, tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("# a comment\nmb1ic4ih5oc4kh3\nmb2_g1ic32oc32_ih7oh11kh3ph2\n")
+    result = run_pytest("--conv-problem", f"@{bad}")
+    assert result.returncode == 4
+    assert "line 3" in result.stderr and "asymmetric padding" in result.stderr
+    assert "Traceback" not in result.stderr

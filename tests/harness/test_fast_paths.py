@@ -1,0 +1,158 @@
+"""Fast paths (issue 22): bugs on the paths real layers take are found and shrink
+to their minimal case; the archetypes are drawn, counted, and shrink away.
+
+The suite test runs the checks that call the forward pass on the six
+implementations of fast_paths.py, each wrong on one path only, as a default
+run does (every test its own seed: tests/harness/seeded.py), for several runs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from harness.checks.registry import run_check
+from harness.problem import ConvCase, ConvProblem
+from harness.running.calling import CheckFailure
+from harness.running.loader import load_implementation
+from strategies.cases import noise
+from tests.harness import fast_paths
+
+HERE = Path(__file__).parent
+OPS = {"winograd_dilation": "conv2d", "depthwise_channel0": "conv2d",
+       "inception_wrap": "conv2d", "unet_no_bias": "conv_transpose2d",
+       "wav2vec_frames": "conv1d", "r2plus1d_transposed": "conv3d"}
+
+
+def _plain(p: ConvProblem, **but) -> bool:
+    """batch 1, one channel, groups 1, no dilation, unless ``but`` says otherwise."""
+    want = {"batch": 1, "in_channels": 1, "out_channels": 1, "groups": 1,
+            "dilation": (1,) * len(p.kernel_size), **but}
+    return all(getattr(p, k) == v for k, v in want.items())
+
+
+#: the minimal case each bug must shrink to
+MINIMAL = {
+    # the issue's example: 3x3, stride 1, dilation 2 on one axis, one output: input 5
+    # on that axis with padding 0 (varying data), or input 3 with padding 1 (then
+    # constant data show it: the undilated window reads the padding), input 3 on the other
+    "winograd_dilation": lambda p: _plain(p, dilation=p.dilation) and p.kernel_size == (3, 3)
+    and p.stride == (1, 1) and sorted(p.dilation) == [1, 2] and p.output_size == (1, 1)
+    and p.padding[p.dilation.index(1)] == 0 and p.input_size[p.dilation.index(1)] == 3,
+    "depthwise_channel0": lambda p: _plain(p, in_channels=2, out_channels=2, groups=2)
+    and p.kernel_size == (3, 3) and p.stride == (1, 1) and p.padding == (0, 0)
+    and p.input_size == (3, 3),
+    "inception_wrap": lambda p: _plain(p) and sorted(p.kernel_size) == [1, 5]
+    and p.stride == (1, 1) and sorted(p.padding) == [0, 1]
+    and p.padding.index(1) == p.kernel_size.index(5) and sorted(p.input_size) == [1, 3],
+    "unet_no_bias": lambda p: _plain(p) and p.bias and p.kernel_size == (2, 2)
+    and p.stride == (2, 2) and p.padding == (0, 0) and p.input_size == (1, 1),
+    "wav2vec_frames": lambda p: _plain(p) and p.kernel_size == (2,) and p.stride == (2,)
+    and p.padding == (0,) and p.input_size == (3,),
+    # the 3x3 taps on a 3x3 input, or, where padding 1 was kept, a smaller one
+    "r2plus1d_transposed": lambda p: _plain(p) and p.kernel_size == (1, 3, 3)
+    and p.stride == (1, 1, 1) and math.prod(p.input_size) <= 9,
+}
+
+
+def _case(p: ConvProblem) -> ConvCase:
+    arrays = {name: None if shape is None else noise("floats", p.dtype, shape, seed)
+              for seed, (name, shape) in enumerate(p.shapes().items())}
+    return ConvCase(problem=p, layouts={}, **arrays)
+
+
+def _fails(impl, p: ConvProblem) -> bool:
+    try:
+        run_check("forward", impl, _case(p))
+    except CheckFailure:
+        return True
+    return False
+
+
+def _problem(op: str, **kw) -> ConvProblem:
+    n = {"conv1d": 1, "conv2d": 2, "conv3d": 3, "conv_transpose2d": 2}[op]
+    base = dict(batch=1, in_channels=1, out_channels=1, input_size=(3,) * n,
+                kernel_size=(1,) * n, stride=(1,) * n, padding=(0,) * n, dilation=(1,) * n,
+                groups=1, bias=True, dtype="float64")
+    return ConvProblem(op=op, **{**base, **kw})
+
+
+#: per implementation: a problem on its path that fails, and one-step neighbours
+#: off the path that pass (each correct everywhere but its path)
+PATHS = {
+    "winograd_dilation": (
+        dict(input_size=(5, 3), kernel_size=(3, 3), dilation=(2, 1)),
+        [dict(input_size=(5, 3), kernel_size=(3, 3)),
+         dict(input_size=(5, 5), kernel_size=(3, 3), dilation=(2, 1), stride=(2, 1)),
+         dict(input_size=(5, 3), kernel_size=(3, 3), dilation=(2, 1), groups=2,
+              in_channels=2, out_channels=2)]),
+    "depthwise_channel0": (
+        dict(input_size=(3, 3), kernel_size=(3, 3), groups=2, in_channels=2, out_channels=2),
+        [dict(input_size=(3, 3), kernel_size=(3, 3), in_channels=2, out_channels=2),
+         dict(input_size=(3, 3), kernel_size=(2, 2), groups=2, in_channels=2, out_channels=2),
+         dict(input_size=(3, 3), kernel_size=(3, 3), groups=2, in_channels=4,
+              out_channels=4)]),
+    "inception_wrap": (
+        dict(input_size=(1, 3), kernel_size=(1, 5), padding=(0, 1)),
+        [dict(input_size=(1, 3), kernel_size=(1, 3), padding=(0, 0)),
+         dict(input_size=(1, 5), kernel_size=(1, 5)),
+         dict(input_size=(2, 3), kernel_size=(2, 5), padding=(0, 1))]),
+    "unet_no_bias": (
+        dict(input_size=(1, 1), kernel_size=(2, 2), stride=(2, 2)),
+        [dict(input_size=(1, 1), kernel_size=(2, 2), stride=(2, 1)),
+         dict(input_size=(1, 1), kernel_size=(2, 2), stride=(2, 2), bias=False),
+         dict(input_size=(1, 1), kernel_size=(3, 3), stride=(2, 2))]),
+    "wav2vec_frames": (
+        dict(input_size=(3,), kernel_size=(2,), stride=(2,)),
+        [dict(input_size=(4,), kernel_size=(2,), stride=(2,)),
+         dict(input_size=(3,), kernel_size=(3,), stride=(2,)),
+         dict(input_size=(3,), kernel_size=(2,), stride=(1,))]),
+    "r2plus1d_transposed": (
+        dict(input_size=(1, 3, 3), kernel_size=(1, 3, 3)),
+        [dict(input_size=(3, 3, 3), kernel_size=(3, 3, 3)),
+         dict(input_size=(1, 3, 3), kernel_size=(1, 3, 2)),
+         dict(input_size=(1, 3, 3), kernel_size=(1, 2, 3))]),
+}
+
+
+@pytest.mark.parametrize("name", fast_paths.ALL)
+def test_each_is_wrong_on_its_path_only(name):
+    impl = load_implementation(f"{HERE / 'fast_paths.py'}:{name}")
+    on_path, off_path = PATHS[name]
+    op = OPS[name]
+    assert _fails(impl, _problem(op, **on_path))
+    assert MINIMAL[name](_problem(op, **on_path))
+    for neighbour in off_path:
+        assert not _fails(impl, _problem(op, **neighbour)), neighbour
+
+
+@pytest.mark.parametrize("run", [1, 2, 3])
+def test_a_default_run_finds_each_fast_path_bug_and_shrinks_it(run_pytest, tmp_path, run):
+    """Each check its own seed, as in a default run; three runs. The checks that call
+    the forward pass (the others do not see these bugs)."""
+    checks = ("test_forward", "test_delta_kernel", "test_adjoint")
+    selection = f"({' or '.join(checks)}) and (" + " or ".join(
+        f"{name}-{op}]" for name, op in OPS.items()) + ")"
+    args = [a for name in fast_paths.ALL for a in ("--impl", f"{HERE / 'fast_paths.py'}:{name}")]
+    result = run_pytest(*args, "-p", "tests.harness.seeded", f"--seeded-run={run}",
+                        "-k", selection, "-n", "2", timeout=1800,
+                        env={"HYPOTHESIS_PROFILE": "dev",
+                             "HYPOTHESIS_STORAGE_DIRECTORY": str(tmp_path / "hypothesis")})
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    failures = tmp_path / "failures"
+    summary = json.loads((failures / "summary.json").read_text())
+    verdicts = {e["impl"].rpartition(":")[2]: e for e in summary["implementations"]}
+    wrong = []  # every implementation's outcome, before any assertion
+    for name in fast_paths.ALL:
+        entry = verdicts[name]
+        if entry["verdict"] != "failed":
+            wrong.append(f"{name}: not found ({entry['examples_per_test']})")
+        for bug in entry["bugs"]:
+            record = json.loads((failures / bug["case_file"]).read_text())
+            problem = ConvProblem.from_params(record["op"], record["params"])
+            if not MINIMAL[name](problem):
+                wrong.append(f"{name}: {record['check']} shrank to {problem.describe()}")
+    assert not wrong, "\n".join(wrong)
