@@ -92,6 +92,10 @@ CATALOGUE: tuple[Archetype, ...] = (
     _sq("conv2d", "depthwise 5x5 s2 p2", "mobilenet", 5, 2, 2, groups="depthwise"),
     _sq("conv2d", "grouped 3x3 s1 p1", "resnext", 3, 1, 1, groups="grouped"),
     _sq("conv2d", "depthwise 7x7 p3", "convnext", 7, 1, 3, groups="depthwise"),
+    # ConvNeXt's (and Swin's patch-merging) downsampling between stages: 2x2 stride 2,
+    # no padding; its padding neighbour (kernel 2, stride 2, padding 1) is the
+    # geometry JAX's input gradient aborts on (tests/harness/test_strategies.py)
+    _sq("conv2d", "2x2 s2 downsample", "convnext", 2, 2, 0),
     _sq("conv2d", "3x3 d2 p2", "deeplab", 3, 1, 2, 2),
     _sq("conv2d", "3x3 d4 p4", "deeplab", 3, 1, 4, 4),
     _sq("conv2d", "3x3 d6 p6", "deeplab", 3, 1, 6, 6),
