@@ -115,3 +115,18 @@ def consistent(impl: Implementation, case: ConvCase, timeout: float | None) -> b
         if not abs(lhs - rhs) <= bound:
             return False
     return True
+
+
+def beyond_rounding(probe, impl: Implementation, function: str, timeout: float | None):
+    """``probe`` for a value bug whose errors are beyond any lower precision's rounding:
+    a changed problem whose errors are only that large passes (this bug is not
+    there; what is left is a cause that computes in lower precision)."""
+    def sized(case: ConvCase) -> bool | str:
+        verdict = probe(case)
+        if verdict is True:
+            try:
+                return not precision(impl, function, case, timeout)
+            except CheckFailure:
+                return verdict
+        return verdict
+    return sized

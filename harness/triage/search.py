@@ -129,7 +129,11 @@ def describe(found: suite.Found, print_script: bool = False) -> Bug:
         return _as_sighting(found, bug, known)
     caps = (target.impl.capabilities_for((failure.function,)) if failure.function
             else suite.check_capabilities(target, found.check))
-    explanation = explain(case, failure_probe(target.impl, failure, target.timeout), caps)
+    probe = failure_probe(target.impl, failure, target.timeout)
+    if failure.check in evidence.VALUE_KINDS and failure.function and not bug.evidence.get(
+            "precision"):
+        probe = evidence.beyond_rounding(probe, target.impl, failure.function, target.timeout)
+    explanation = explain(case, probe, caps)
     bug.trigger, bug.conditions = explanation.one_line(), list(explanation.trigger)
     bug.explanation = list(explanation.rows)
     bug.cause = causes.new_id()

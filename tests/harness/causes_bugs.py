@@ -146,3 +146,33 @@ def _shapes_backward(bwd, grad_output, x, weight, bias, *, stride, padding, dila
 #: Two shape bugs of conv2d_backward: grad_input empty without padding, and short by
 #: the stride's remainder.
 shapes = _module(backward=_shapes_backward, dims=(2,))
+
+
+# -- a read past the buffer: wrong, non-finite and history-dependent ----------------
+
+#: what the last image's "next rows" read: the rows a previous call of the same shape
+#: left behind; NaN (uninitialised memory) for a shape not seen before
+_LEFT_BEHIND: dict[tuple, np.ndarray] = {}
+
+
+def _read_past_backward(bwd, grad_output, x, weight, bias, *, stride, padding, dilation,
+                        groups):
+    gx, gw, gb = bwd(grad_output, x, weight, bias, stride=stride, padding=padding,
+                     dilation=dilation, groups=groups)
+    n, k, s, p, d = x.shape[2], weight.shape[2], stride[0], padding[0], dilation[0]
+    left = (n + 2 * p - d * (k - 1) - 1) % s
+    if not left:
+        return gx, gw, gb
+    gx = gx.copy()
+    key = gx.shape
+    behind = _LEFT_BEHIND.get(key, np.full(gx.shape[1:2] + (left,) + gx.shape[3:], np.nan))
+    _LEFT_BEHIND[key] = gx[-1, :, :left].copy()
+    for i in range(gx.shape[0]):  # the remainder rows read from the next image's start
+        gx[i, :, n - left:] = gx[i + 1, :, :left] if i + 1 < gx.shape[0] else behind
+    return gx, gw, gb
+
+
+#: One cause in conv2d_backward: where the vertical stride leaves a remainder, the
+#: remainder rows of grad_input come from past the image (the next image's rows, and
+#: for the last image what an earlier call left, or NaN).
+read_past = _module(backward=_read_past_backward, dims=(2,))

@@ -262,3 +262,14 @@ def test_no_cause_is_hidden_by_another_of_its_kind(run_pytest, tmp_path):
     assert empty["params"]["padding"] == [0, 0] and empty["params"]["input_size"] == [1, 1]
     assert short["params"]["stride"] != [1, 1]
     scripts_exit_1(failures, bugs)
+
+
+def test_a_read_past_the_buffer_is_one_entry(run_pytest, tmp_path):
+    """Wrong, non-finite and history-dependent results of one cause: one entry, on a
+    minimal case, whose script exits 1."""
+    bugs, failures, _ = entries(run_pytest, tmp_path, "read_past",
+                                "conv2d] and (test_grad_input or test_repeatable)")
+    (bug,) = bugs
+    assert bug["minimal"] and bug["reproduces_alone"] is True, bug
+    assert bug["params"]["stride"][0] >= 2 and bug["params"]["kernel_size"] == [1, 1], bug
+    scripts_exit_1(failures, bugs)
