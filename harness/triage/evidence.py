@@ -10,7 +10,8 @@ that a finding that is a symptom of a known cause (harness/triage/catalog.py,
     result of the failing call is within: an implementation that computes a
     float64 problem in float32 has errors the size of float32's rounding.
 ``forward_fails``, ``consistent``
-    For a wrong backward: whether the forward fails on the same case, and
+    For a wrong backward: whether the forward fails on the same problem (its
+    values, or seeded noise: a backward's minimal input is often zeros), and
     whether the backward is the exact gradient of the implementation's own
     forward, by the adjoint identity ``<g, f(x + dx) - f(x)> = <grad_x, dx>``
     (likewise for the weight and the bias) with seeded directions, within the
@@ -49,12 +50,20 @@ def gather(impl: Implementation, failure: CheckFailure, case: ConvCase,
         if failure.function.endswith("_backward"):
             forward = case.problem.op
             if impl.has(forward):
+                # on the case's own values (a backward's minimal x is often zeros, on
+                # which a wrong forward can be right) and on seeded noise
                 out["forward_fails"] = any(
-                    f.check == "forward" for f in diagnose(impl, forward, case, timeout))
+                    f.check == "forward" for values in (case, _noise(case))
+                    for f in diagnose(impl, forward, values, timeout))
                 out["consistent"] = consistent(impl, case, timeout)
     except CheckFailure:
         pass
     return out
+
+
+def _noise(case: ConvCase) -> ConvCase:
+    from harness.triage.explain import _data
+    return _data(case, case.problem, dict(case.layouts), False, seed=4321)
 
 
 def precision(impl: Implementation, function: str, case: ConvCase,
