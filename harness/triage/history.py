@@ -149,10 +149,13 @@ def _start(script: Path) -> tuple[int | None, str]:
     return RUNNER.run(script, SCRIPT_SECONDS)
 
 
-def _fails(ran: tuple[int | None, str]) -> bool | None:
-    """True: the script reproduced the failure (exit 1); False: it passed; None: neither."""
+def _fails(ran: tuple[int | None, str], kind: str = "") -> bool | None:
+    """True: the script reproduced the failure (exit 1); False: it passed; None: neither.
+
+    A ``raised`` bug's script reproduces it by raising the same exception: it exits 1
+    with Python's traceback, not its own FAILED line."""
     code, out = ran
-    if code == 1 and out.startswith("FAILED"):
+    if code == 1 and (out.startswith("FAILED") or (kind == "raised" and not out.strip())):
         return True
     return False if code == 0 else None
 
@@ -190,7 +193,7 @@ def verify_alone(target: Target, bugs: list[Bug]) -> None:
     for bug, proc in zip(bugs, runs):
         if proc is None:
             continue
-        verdict = _fails(proc)
+        verdict = _fails(proc, bug.failure)
         if verdict:
             bug.alone = True
             _VERIFIED.add(_identity(target, bug))
