@@ -22,7 +22,7 @@ from harness.triage import causes, evidence
 from harness.triage.catalog import Bug, merge, part_of, signature
 from harness.triage.explain import explain, failure_probe
 from harness.triage.runner import ScriptRunner
-from tests.harness.test_triage import constant_case, problem, run_summary, scripts_exit_1
+from tests.harness.test_triage import constant_case, problem, scripts_exit_1
 
 CAUSES = Path(__file__).resolve().parent / "causes_bugs.py"
 
@@ -191,23 +191,24 @@ def test_scripts_run_in_forked_children_with_their_own_exit_codes(tmp_path):
 # -------------------------------------------------------------- whole runs
 
 def entries(run_pytest, tmp_path, name: str, selection: str) -> tuple[list[dict], Path, str]:
-    summary, failures, out = run_summary(run_pytest, tmp_path, "--impl", spec(name), "-k",
-                                         selection)
-    return summary["implementations"][0]["bugs"], failures, out
+    failures = tmp_path / "failures"
+    done = run_pytest("--impl", spec(name), "-k", selection, "--conv-failures", failures,
+                      timeout=900)  # several searches, on a machine that may be loaded
+    assert done.returncode == 1, done.stdout[-4000:] + done.stderr[-2000:]
+    summary = json.loads((failures / "summary.json").read_text())
+    return summary["implementations"][0]["bugs"], failures, done.stdout
 
 
 def test_one_code_path_many_functions_is_two_entries(run_pytest, tmp_path):
     bugs, failures, out = entries(
         run_pytest, tmp_path, "nd_two_causes",
-        "(test_forward or test_grad_input or test_grad_weight) and (conv1d] or conv2d] "
-        "or conv3d])")
+        "(test_forward or test_grad_input) and (conv1d] or conv3d])")
     assert sorted(b["failure"] for b in bugs) == ["forward", "raised"], bugs
     forward = next(b for b in bugs if b["failure"] == "forward")
     raised = next(b for b in bugs if b["failure"] == "raised")
-    assert len(forward["functions"]) >= 4 and len(raised["functions"]) >= 4, bugs
+    assert len(forward["functions"]) >= 3 and len(raised["functions"]) >= 3, bugs
     assert {"conv1d_backward", "conv2d_backward", "conv3d_backward"} & set(forward["functions"])
-    assert forward["params"]["stride"][-1] == 2 and raised["params"]["dilation"][-1] == 2 or \
-        2 in raised["params"]["dilation"]
+    assert forward["params"]["stride"][-1] == 2 and 2 in raised["params"]["dilation"], bugs
     for bug in bugs:
         p = bug["params"]
         assert p["batch"] == p["in_channels"] == p["out_channels"] == 1, p
