@@ -91,6 +91,8 @@ class Bug:
     def same_as(self, other: "Bug") -> bool:
         if (self.failure, self.function, self.op) != (other.failure, other.function, other.op):
             return False
+        if self.failure == "history":  # its explanation's conditions are noise: the
+            return True                # results depend on the calls before, not on them
         shared = ({c.feature for c in self.conditions} & {c.feature for c in other.conditions}
                   & STRUCTURAL)
         return bool(shared) or (matches(self.conditions, other.problem, other.layouts)

@@ -243,7 +243,7 @@ def report(target: Target, check: str, bugs: list[Bug], stop: str, notes: list[s
            met: list[Bug] = ()) -> str:
     own = [b for b in bugs if not b.sighting]
     n = len(own)
-    head = (f"{target.impl.spec} {target.op}: check {check!r} found {n} new distinct "
+    head = (f"{target.impl.spec} {target.op}: check {check!r} found {n} distinct "
             f"bug{'s' if n != 1 else ''} ({stop})")
     parts = [head]
     for i, bug in enumerate(own, 1):
