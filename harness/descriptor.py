@@ -19,8 +19,8 @@ def format_descriptor(problem: ConvProblem) -> str:
     axes = _AXES[len(problem.input_size)]
     parts = [f"g{problem.groups}"] if problem.groups > 1 else []
     parts.append(f"mb{problem.batch}ic{problem.in_channels}oc{problem.out_channels}")
-    for letter, prefix, values in (("i", "", problem.input_size), ("k", "", problem.kernel_size),
-                                   ("s", "", problem.stride), ("p", "", problem.padding)):
+    for letter, values in (("i", problem.input_size), ("k", problem.kernel_size),
+                           ("s", problem.stride), ("p", problem.padding)):
         parts += [f"{letter}{a}{v}" for a, v in zip(axes, values)]
     parts += [f"d{a}{d - 1}" for a, d in zip(axes, problem.dilation) if d > 1]
     return "".join(parts)

@@ -209,7 +209,6 @@ def trigger_line(rows: tuple[Row, ...], trigger: tuple[Condition, ...],
 
 #: a probe's verdict on one case: True (the same failure), False (passes), or the kind
 #: of a failure that hides it (``raised``, ...: masked)
-Outcome = "bool | str"
 Probe = Callable[[ConvCase], "bool | str"]
 
 

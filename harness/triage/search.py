@@ -15,6 +15,13 @@ different triggers are one origin to it. Excluding a bug by its trigger is
 what separates them, and each follow-up is an ordinary Hypothesis search
 (its own example-database entry, shrinking, final replay).
 
+Search once per cause: every new cause is published run-wide
+(harness/triage/causes.py); every other search, of any check, function or
+xdist worker, meets its failures as sightings (not shrunk, explained nor
+saved), and a shrunk finding that evidence attributes to a known cause
+(harness/triage/catalog.py, `part_of`) is a sighting too. A test that meets
+only known causes still fails, with one line per cause it met.
+
 Each test (implementation x operation x check) gets its own example-database
 key, derived from what the implementation spec resolves to (a file's path,
 a module's name), so one implementation never replays another's examples.
@@ -33,11 +40,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import FlakyFailure
 
-from harness.running.calling import CheckFailure
-
 from harness import suite
 from harness.plugin import Target
 from harness.reporting.failures import script_path
+from harness.running.calling import CheckFailure
 from harness.running.loader import _is_path, split_spec
 from harness.triage import causes, evidence
 from harness.triage.catalog import Bug, part_of, signature

@@ -10,7 +10,6 @@ book of causes, the script runner.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
