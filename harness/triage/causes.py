@@ -53,13 +53,14 @@ class CauseBook:
     def __init__(self) -> None:
         self.folder: Path | None = None
         self.records: dict[str, tuple[str, Bug]] = {}  # file name -> (impl spec, bug)
+        self.frozen: dict[str, tuple[str, Bug]] | None = None  # what searches see
 
     def open(self, failures_dir: Path) -> None:
         run = os.environ.get(RUN_ENV)
         if run is None:
             run = new_run(failures_dir)
         self.folder = failures_dir / FOLDER / run
-        self.records = {}
+        self.records, self.frozen = {}, None
 
     def publish(self, spec: str, bug: Bug) -> None:
         """Write ``bug``'s record (a new cause, or a sighting attributed to one)."""
@@ -74,8 +75,21 @@ class CauseBook:
             return
         self.records[name] = (spec, bug)
 
-    def known(self, spec: str) -> list[Bug]:
-        """The causes and sightings of ``spec`` known so far, causes first."""
+    def freeze(self) -> None:
+        """Read the folder now, and let `known` give what it held until the next freeze:
+        a search's notion of what is known must not change while Hypothesis shrinks and
+        replays its failure (a failure covered only at its replay would be 'flaky')."""
+        self.frozen = None
+        self.frozen = dict(self._read())
+
+    def known(self, spec: str, fresh: bool = False) -> list[Bug]:
+        """The causes and sightings of ``spec`` known so far (as of the last `freeze`,
+        unless ``fresh``), causes first."""
+        records = self._read() if fresh or self.frozen is None else self.frozen
+        found = [bug for impl, bug in records.values() if impl == spec]
+        return sorted(found, key=lambda b: b.sighting)
+
+    def _read(self) -> dict[str, tuple[str, Bug]]:
         if self.folder is not None and self.folder.is_dir():
             for name in sorted(os.listdir(self.folder)):
                 if name in self.records or not name.endswith(".json"):
@@ -85,8 +99,7 @@ class CauseBook:
                     self.records[name] = (raw["impl"], Bug.from_json(raw["bug"]))
                 except (OSError, ValueError, KeyError):
                     continue  # not there yet, or half a file from another tool
-        found = [bug for impl, bug in self.records.values() if impl == spec]
-        return sorted(found, key=lambda b: b.sighting)
+        return self.records
 
 
 def covers(record: Bug, failure: CheckFailure, case: ConvCase, impl: Implementation,

@@ -110,6 +110,7 @@ def follow_up(target: Target, check: str, known: list[Bug]) -> list[suite.Found]
 
     _set_key(search, database_key(target, check, known))
     suite.FOUND.clear()
+    causes.BOOK.freeze()  # what other searches found by now is excluded from this one
     try:
         search()
     except Exception:  # noqa: BLE001 - what it found is in FOUND; anything else ends the search
@@ -150,7 +151,7 @@ def describe(found: suite.Found, print_script: bool = False) -> Bug:
 
 def attribute(target: Target, bug: Bug, failure, case) -> Bug | None:
     """The known cause ``bug`` is a symptom of, if any (harness/triage/catalog.py's rules)."""
-    for record in causes.BOOK.known(target.impl.spec):
+    for record in causes.BOOK.known(target.impl.spec, fresh=True):
         if causes.covers(record, failure, case, target.impl, target.timeout) \
                 or (not record.sighting and part_of(bug, record)):
             return record
@@ -280,7 +281,7 @@ def _history_bug(last: suite.Found) -> Bug:
     lies in that cause's trigger region (no rebuild), else a history bug of its own."""
     failure = last.failure
     case = failure.case if failure.case is not None else last.drawn
-    for record in causes.BOOK.known(last.target.impl.spec):
+    for record in causes.BOOK.known(last.target.impl.spec, fresh=True):
         # found and published by another search while this one replayed it: not history
         if causes.covers(record, failure, case, last.target.impl, last.target.timeout):
             bug = Bug(check=last.check, failure=failure.check, function=failure.function,
@@ -327,6 +328,7 @@ class BugSearch:
         _set_key(item.obj, database_key(target, check))
         suite.FOUND.clear()
         suite.SIGHTINGS.clear()
+        causes.BOOK.freeze()
         suite.Budget.start(self.budget)
         try:
             result = yield
