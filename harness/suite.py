@@ -32,6 +32,7 @@ from harness.reporting.script import render_script
 from harness.running.calling import CheckFailure
 from harness.running.capabilities import Capabilities
 from harness.running.target import Target
+from harness.triage import causes
 from harness.triage.catalog import Bug
 from harness.triage.history import CALLS
 from strategies import conv_cases
@@ -142,6 +143,9 @@ class Found:
 #: the final failures of this process's searches, in order; harness/triage/search.py
 #: takes them after each search
 FOUND: list[Found] = []
+#: failures of this test that a cause known run-wide covers, by cause id: the first
+#: one's finding (harness/triage/causes.py) and how many examples showed it
+SIGHTINGS: dict[str, list] = {}
 #: the last failing example of this process (shrunk or not): what is left to
 #: report when Hypothesis's final replay of a failure passes (history dependence)
 LAST_FAILING: list[Found] = []
@@ -337,6 +341,27 @@ def _report_events(target: Target) -> None:
         event(label)
 
 
+def _sighted(target: Target, check: str, failure: CheckFailure, drawn: ConvCase) -> bool:
+    """Whether a cause known run-wide (found by another search, maybe another worker)
+    covers ``failure``: then it is a sighting of that cause, not a failure to shrink."""
+    case = failure.case if failure.case is not None else drawn
+    for record in causes.BOOK.known(target.impl.spec):
+        if causes.covers(record, failure, case, target.impl, target.timeout):
+            seen = SIGHTINGS.setdefault(record.cause, [None, 0])
+            if seen[0] is None or _smaller(case, seen[0]):
+                seen[0] = causes.sighting(record, check, failure, case)
+            seen[1] += 1
+            return True
+    return False
+
+
+def _smaller(case: ConvCase, bug: Bug) -> bool:
+    p = case.problem
+    return (math.prod(p.input_size) * p.batch * p.in_channels * p.out_channels
+            < math.prod(bug.problem.input_size) * bug.problem.batch * bug.problem.in_channels
+            * bug.problem.out_channels)
+
+
 def check_capabilities(target: Target, check: str) -> Capabilities:
     """What ``check`` may draw for ``target``: what every function it calls supports."""
     return target.impl.capabilities_for(REGISTRY[check].calls(target.op))
@@ -370,6 +395,7 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
     failures = examine(check, target.impl, case, target.timeout)
     _report_events(target)
     fresh = [f for f in failures if not any(bug.covers(f) for bug in known)]
+    fresh = [f for f in fresh if not _sighted(target, check, f, case)]
     if not fresh:
         return
     failure = fresh[0]

@@ -147,7 +147,8 @@ class Summary:
             for bug in self.distinct_bugs(impl):
                 entry = bug.to_json()
                 entry["explanation"] = {"minimal": bug.params, "changes": entry["explanation"]}
-                del entry["report"]
+                for internal in ("report", "sighting"):
+                    del entry[internal]
                 bugs.append(entry)
             notes = coverage.split(record.tally)[1]
             out.append({"impl": impl.spec, "verdict": "failed" if failed else (
@@ -199,19 +200,7 @@ class Summary:
         if record.crashed:
             lines.append("  crashed its process (see the failure reports and "
                          "--isolate): " + ", ".join(record.crashed))
-        bugs = self.distinct_bugs(impl)
-        if bugs:
-            lines.append(f"  distinct bugs: {len(bugs)}")
-            for i, bug in enumerate(bugs, 1):
-                lines.append(f"  {i}. {bug.failure} wrong" if bug.failure in (
-                    "forward", "grad_input", "grad_weight", "grad_bias") else f"  {i}. {bug.failure}")
-                lines[-1] += (f" ({bug.function})" if bug.function else "") + \
-                    f", seen by {', '.join(bug.checks)}"
-                lines.append(f"     minimal: {bug.problem.describe()}")
-                lines.append(f"     trigger: {bug.trigger}")
-                lines += [f"     also:    {other}" for other in bug.also]
-                if bug.case_file:
-                    lines.append(f"     case file: {bug.case_file}")
+        lines += bug_lines(self.distinct_bugs(impl))
         if ops:
             width = max(len("check (examples)"), *(len(c) for c in REGISTRY)) + 2
             lines.append("  " + "check (examples)".ljust(width) + "".join(op.ljust(18) for op in ops))
@@ -308,4 +297,43 @@ def not_run_lines(impl: Implementation, record: ImplementationRecord) -> list[st
         grouped[(reason, tuple(ops))].append(check)
     for (reason, ops), checks in grouped.items():
         lines.append(f"  not run on {', '.join(ops)}: {', '.join(checks)}: {reason}")
+    return lines
+
+
+VALUE_FAILURES = ("forward", "grad_input", "grad_weight", "grad_bias")
+
+
+def bug_lines(bugs: list[Bug]) -> list[str]:
+    """The bug list of one implementation: a few lines per root cause, its other
+    sightings counted on one line, never printed again."""
+    if not bugs:
+        return []
+    alone = sum(bug.alone is True for bug in bugs)
+    head = f"  distinct bugs: {len(bugs)}"
+    if alone != len(bugs):
+        head += (f" ({alone} reproduced by their script alone; "
+                 f"{len(bugs) - alone} not: see below)")
+    lines = [head]
+    for i, bug in enumerate(bugs, 1):
+        what = f"{bug.failure} wrong" if bug.failure in VALUE_FAILURES else bug.failure
+        functions = bug.functions or ([bug.function] if bug.function else [])
+        lines.append(f"  {i}. {what}" + (f" in {', '.join(functions)}" if functions else "")
+                     + f"; seen by {', '.join(bug.checks)}")
+        lines.append(f"     minimal: {bug.descriptor()} ({bug.problem.describe()})"
+                     + ("" if not bug.not_minimal else " NOT MINIMAL"))
+        if bug.not_minimal:
+            lines.append(f"     {bug.not_minimal}")
+        lines.append(f"     trigger: {bug.trigger}")
+        lines += [f"     also:    {other}" for other in bug.also[:3]]
+        if bug.case_file:
+            lines.append(f"     case file: {bug.case_file}")
+        if bug.alone is False:
+            lines.append("     DOES NOT REPRODUCE ALONE: "
+                         + (bug.alone_reason or "its script passes in a fresh process"))
+        others = [s for s in bug.sightings if s.get("function") != bug.function
+                  or s.get("failure") != bug.failure]
+        if others:
+            shown = sorted({f"{s['failure']} ({s['function']})" for s in others})
+            lines.append(f"     also seen as: {', '.join(shown[:8])}"
+                         + (f" and {len(shown) - 8} more" if len(shown) > 8 else ""))
     return lines

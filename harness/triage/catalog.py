@@ -1,5 +1,15 @@
 """Distinct bugs: the record of one, and merging what several searches found.
 
+One entry per root cause. Besides the rules below for findings of one
+function, findings are one cause on evidence the harness gathered
+(`part_of`): the same trigger and failure signature (kind, and for an
+exception its type and message) in different functions; a backward whose
+failure is its forward's (the forward fails on the same problem and the
+backward is the exact gradient of that forward); value errors the size of a
+lower precision's rounding under a dtype cause that returns that precision;
+non-finite or history-dependent results inside a deterministic cause's
+trigger region of the same function.
+
 A `Bug` is what one search (one check's, harness/triage/search.py) found and
 explained: the kind of failure and the function that showed it, its minimal
 problem, its trigger and explanation, and its case file. The run summary
@@ -16,6 +26,7 @@ keeps the other trigger under ``also``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +56,22 @@ class Bug:
     checks: list[str] = field(default_factory=list)
     also: list[str] = field(default_factory=list)  # triggers of findings merged into it
     alone: bool | None = None  # its script, alone in a fresh process, fails (None: not run)
+    #: why the script's verdict alone is not "reproduces" (shown in the text)
+    alone_reason: str = ""
+    #: every function that showed it
+    functions: list[str] = field(default_factory=list)
+    #: what kind of failure, exactly (`signature`): merges findings across functions
+    signature: str = ""
+    #: what the harness measured of its minimal case (`harness/triage/evidence.py`)
+    evidence: dict[str, Any] = field(default_factory=dict)
+    #: the run-wide id of the cause (harness/triage/causes.py); a sighting of a known
+    #: cause carries that cause's id and ``sighting`` True
+    cause: str = ""
+    sighting: bool = False
+    #: "" when minimal; else why the case is not
+    not_minimal: str = ""
+    #: other sightings (function, check, case file) shown under the entry
+    sightings: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def problem(self) -> ConvProblem:
@@ -64,6 +91,8 @@ class Bug:
     def same_as(self, other: "Bug") -> bool:
         if (self.failure, self.function, self.op) != (other.failure, other.function, other.op):
             return False
+        if self.failure == "history":  # its explanation's conditions are noise: the
+            return True                # results depend on the calls before, not on them
         shared = ({c.feature for c in self.conditions} & {c.feature for c in other.conditions}
                   & STRUCTURAL)
         return bool(shared) or (matches(self.conditions, other.problem, other.layouts)
@@ -74,18 +103,39 @@ class Bug:
         for name in other.checks or [other.check]:
             if name not in self.checks:
                 self.checks.append(name)
-        for trigger in [other.trigger, *other.also]:
-            if trigger != self.trigger and trigger not in self.also:
-                self.also.append(trigger)
+        for name in other.functions or [other.function]:
+            if name is not None and name not in self.functions:
+                self.functions.append(name)
+        if not other.sighting and (other.failure, other.function) == (
+                self.failure, self.function):
+            for trigger in [other.trigger, *other.also]:
+                if trigger != self.trigger and trigger not in self.also:
+                    self.also.append(trigger)
+        self.sightings += [*other.sightings, {
+            "function": other.function, "check": other.check, "failure": other.failure,
+            "op": other.op, "case_file": other.case_file,
+            "descriptor": other.descriptor(), "alone": other.alone}]
+        if self.alone is not True and other.alone is True and other.case_file \
+                and other.failure == self.failure:
+            self.alone, self.alone_reason = True, ""
+
+    def descriptor(self) -> str:
+        from harness.descriptor import format_descriptor
+        return format_descriptor(self.problem)
 
     def to_json(self) -> dict[str, Any]:
         return {"check": self.check, "checks": self.checks or [self.check],
-                "failure": self.failure, "function": self.function, "op": self.op,
-                "params": self.params, "layouts": self.layouts, "trigger": self.trigger,
+                "failure": self.failure, "function": self.function,
+                "functions": self.functions or ([self.function] if self.function else []),
+                "op": self.op, "params": self.params, "descriptor": self.descriptor(),
+                "layouts": self.layouts, "trigger": self.trigger,
                 "conditions": [c.to_json() for c in self.conditions],
                 "explanation": [r.to_json() for r in self.explanation],
                 "case_file": self.case_file, "also": self.also, "reproduces_alone": self.alone,
-                "report": self.report}
+                "reproduces_alone_reason": self.alone_reason, "signature": self.signature,
+                "evidence": self.evidence, "cause": self.cause, "sighting": self.sighting,
+                "minimal": not self.not_minimal, "not_minimal_because": self.not_minimal,
+                "sightings": self.sightings, "report": self.report}
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> "Bug":
@@ -96,25 +146,117 @@ class Bug:
                    explanation=[Row.from_json(r) for r in raw.get("explanation", [])],
                    case_file=raw.get("case_file"), report=raw.get("report", ""),
                    checks=list(raw.get("checks") or [raw["check"]]),
-                   also=list(raw.get("also", [])), alone=raw.get("reproduces_alone"))
+                   also=list(raw.get("also", [])), alone=raw.get("reproduces_alone"),
+                   alone_reason=raw.get("reproduces_alone_reason", ""),
+                   functions=list(raw.get("functions") or []),
+                   signature=raw.get("signature", ""), evidence=dict(raw.get("evidence") or {}),
+                   cause=raw.get("cause", ""), sighting=bool(raw.get("sighting", False)),
+                   not_minimal=raw.get("not_minimal_because", ""),
+                   sightings=list(raw.get("sightings") or []))
+
+
+#: failures that show a deterministic cause's state rather than a cause of their own
+SYMPTOMS = frozenset({"nonfinite", "history"})
+VALUE_KINDS = frozenset({"forward", "grad_input", "grad_weight", "grad_bias"})
+_FUNCTION = re.compile(r"\bconv(?:_transpose)?[123]d(?:_backward)?\b")
+
+
+def signature(kind: str, message: str) -> str:
+    """What kind of failure, exactly, in words that do not depend on the function or the
+    problem's sizes: ``raised ValueError: dilation N is not supported``, ``returns float32``."""
+    first = message.splitlines()[0] if message else ""
+    if kind == "dtype":
+        found = re.search(r"has dtype (\w+)", first)
+        return f"returns {found.group(1)}" if found else kind
+    if kind == "raised":
+        text = first.split(" raised ", 1)[-1]
+        return "raised " + re.sub(r"\d+", "N", _FUNCTION.sub("F", text))[:160]
+    if kind in ("shape", "nonfinite", "result_type"):
+        found = re.search(r"'s (grad_input|grad_weight|grad_bias|result)", first)
+        return f"{kind} of {found.group(1)}" if found else kind
+    return kind
+
+
+def _same_conditions(a: list[Condition], b: list[Condition]) -> bool:
+    def key(c: Condition) -> tuple:
+        return (c.feature, c.op, c.value, c.every_axis)
+    return sorted(map(key, a), key=repr) == sorted(map(key, b), key=repr)
+
+
+def part_of(bug: Bug, entry: Bug) -> bool:
+    """Whether ``bug`` (a finding, explained or not) is a symptom of ``entry``'s cause,
+    on the evidence both carry (see the module's docstring). ``bug``'s own
+    conditions may be empty: a finding not explained (yet)."""
+    if bug.failure == entry.failure and bug.signature and bug.signature == entry.signature:
+        in_region = matches(entry.conditions, bug.problem, bug.layouts)
+        if bug.function != entry.function or bug.op != entry.op:
+            if in_region and (not bug.conditions or _same_conditions(bug.conditions,
+                                                                     entry.conditions)
+                              or matches(bug.conditions, entry.problem, entry.layouts)):
+                return True
+    evidence = bug.evidence
+    if bug.failure in VALUE_KINDS and bug.failure != "forward" and entry.failure == "forward" \
+            and evidence.get("forward_fails") and evidence.get("consistent") \
+            and matches(entry.conditions, bug.problem, bug.layouts):
+        return True
+    low = evidence.get("precision")
+    if low and bug.failure in VALUE_KINDS and entry.failure == "dtype" \
+            and entry.signature == f"returns {low}" \
+            and matches(entry.conditions, bug.problem, bug.layouts):
+        return True
+    if bug.failure in SYMPTOMS and entry.failure not in SYMPTOMS and entry.conditions \
+            and bug.function in (entry.functions or [entry.function]) \
+            and matches(entry.conditions, bug.problem, bug.layouts):
+        return True
+    return False
 
 
 def merge(bugs: list[Bug], order: list[str]) -> list[Bug]:
-    """One entry per distinct bug; ``order`` ranks the checks (the first one names it)."""
+    """One entry per root cause; ``order`` ranks the checks (the first one names it).
+
+    Sightings of a known cause join the entry of that cause; explained findings
+    merge where they are the same bug of one function (`Bug.same_as`) or one
+    is a symptom of the other (`part_of`; symptoms last, so that their cause
+    is there first). Each entry keeps the simplest case file of its findings
+    of its own kind and function.
+    """
     rank = {name: i for i, name in enumerate(order)}
-    ranked = sorted(bugs, key=lambda b: (rank.get(b.check, len(rank)), _size(b)))
+    ranked = sorted(bugs, key=lambda b: (b.sighting, b.failure in SYMPTOMS,
+                                         bool(b.evidence.get("precision"))
+                                         or bool(b.evidence.get("consistent")),
+                                         rank.get(b.check, len(rank)), _size(b)))
     out: list[Bug] = []
+    by_cause: dict[str, Bug] = {}
     for bug in ranked:
-        for entry in out:
-            if entry.same_as(bug):
-                entry.absorb(bug)
-                break
+        entry = by_cause.get(bug.cause) if bug.cause else None
+        if entry is None:
+            entry = next((e for e in out if e.same_as(bug) or part_of(bug, e)), None)
+        if entry is not None:
+            if _simpler(bug, entry):
+                entry.case_file, entry.params, entry.layouts = (bug.case_file, bug.params,
+                                                                bug.layouts)
+            entry.absorb(bug)
         else:
-            out.append(Bug(**{**bug.__dict__, "checks": list(bug.checks or [bug.check]),
-                              "also": list(bug.also)}))
+            entry = Bug(**{**bug.__dict__, "checks": list(bug.checks or [bug.check]),
+                           "functions": list(bug.functions or (
+                               [bug.function] if bug.function else [])),
+                           "also": list(bug.also), "sightings": list(bug.sightings),
+                           "sighting": False})
+            out.append(entry)
+        if bug.cause:
+            by_cause.setdefault(bug.cause, entry)
     for entry in out:
         entry.checks.sort(key=lambda name: rank.get(name, len(rank)))
     return out
+
+
+def _simpler(bug: Bug, entry: Bug) -> bool:
+    """Whether ``bug``'s case should stand for ``entry``: the same kind and function,
+    a smaller problem, with a case file, and no worse at reproducing alone."""
+    return (bug.case_file is not None and (bug.failure, bug.function) == (entry.failure,
+                                                                           entry.function)
+            and _size(bug) < _size(entry) and (bug.alone is True or entry.alone is not True)
+            and not bug.not_minimal)
 
 
 def _size(bug: Bug) -> int:

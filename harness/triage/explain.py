@@ -6,12 +6,20 @@ on the changed problem with fresh data: twice, once with the minimal case's
 own constants where its arrays are constant and seeded noise elsewhere, once
 with seeded noise everywhere (at most `MAX_CALLS` calls and `MAX_SECONDS`). The changed problem *fails* when either call
 shows the same kind of failure from the same function (``grad_input``
-wrong, ``dtype`` wrong, ``raised``, ...). The seeds are fixed, so an
+wrong, ``dtype`` wrong, ``raised``, ...). A change whose call fails
+*differently*, in a way that hides the result (it raises, returns the wrong
+shape or non-finite values), is *masked*: shown as that kind, never counted
+as a pass, and kept out of the trigger. The minimal problem's own value is
+not called again (it is the failing case). The seeds are fixed, so an
 explanation is the same on every run, and the number of calls is bounded.
 
 The *trigger* is what the bug needs: the non-trivial features of the minimal
 problem whose trivial value makes it pass, each with the values that fail
-(``stride >= 3``). It is a predicate on problems: the follow-up searches
+(``stride >= 3``), and the trivial features that every other value tried
+makes pass (``padding = 0``, on every axis). Derived features then say
+whether a condition is really on a product (harness/triage/features.py):
+where in channels >= 2 fails and so does one channel with a kernel of two
+taps, the trigger is ``K >= 2``, the reduction length. It is a predicate on problems: the follow-up searches
 (harness/triage/search.py) ignore failures of the same kind on problems it
 matches, and the run summary merges two findings into one bug when each
 one's problem matches the other's trigger.
@@ -19,6 +27,7 @@ one's problem matches the other's trigger.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 import zlib
@@ -38,6 +47,9 @@ from harness.triage import features as ft
 #: time it takes (a bug that is a hang must not make it take 240 time limits)
 MAX_CALLS = 240
 MAX_SECONDS = 30.0
+#: failures that hide what the bug's own kind would look at: a change that ends in one
+#: of these is masked (neither fails nor passes)
+MASKING = frozenset({"raised", "shape", "result_type", "nonfinite", "timeout", "crashed"})
 _CONTRACT_KINDS = frozenset({"forward", "grad_input", "grad_weight", "grad_bias", "dtype",
                              "shape", "raised", "result_type", "nonfinite", "input_changed",
                              "timeout", "crashed"})
@@ -51,6 +63,8 @@ class Condition:
     op: str
     value: Any
     axis: int | None  # the minimal problem's axis, None for a feature of the whole problem
+    #: the bug needs this trivial value on every axis (``padding = 0``), not on one
+    every_axis: bool = False
 
     def holds(self, v: Any) -> bool:
         if self.op == ">=":
@@ -65,17 +79,23 @@ class Condition:
             shown = [_show(v) for v in self.value]
             if self.feature == "bias" and len(shown) == 1:
                 return shown[0]
-            return f"{label} {'= ' + shown[0] if len(shown) == 1 else 'in {' + ', '.join(shown) + '}'}"
-        return f"{label} {self.op} {_show(self.value)}"
+            text = f"{label} {'= ' + shown[0] if len(shown) == 1 else 'in {' + ', '.join(shown) + '}'}"
+        elif self.op == "<=" and self.value == 0:
+            text = f"{label} = 0"
+        else:
+            text = f"{label} {self.op} {_show(self.value)}"
+        return text + (" on every axis" if self.every_axis else "")
 
     def to_json(self) -> dict[str, Any]:
         return {"feature": self.feature, "op": self.op,
-                "value": list(self.value) if self.op == "in" else self.value, "axis": self.axis}
+                "value": list(self.value) if self.op == "in" else self.value, "axis": self.axis,
+                "every_axis": self.every_axis}
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> "Condition":
         value = tuple(raw["value"]) if raw["op"] == "in" else raw["value"]
-        return cls(raw["feature"], raw["op"], value, raw.get("axis"))
+        return cls(raw["feature"], raw["op"], value, raw.get("axis"),
+                   bool(raw.get("every_axis", False)))
 
 
 def _show(v: Any) -> str:
@@ -92,7 +112,9 @@ def matches(conditions: list[Condition], p: ConvProblem, layouts: dict[str, str]
     each on some axis.
     """
     v = ft.values(p, layouts)
-    axis_conds = [c for c in conditions if c.feature in ft.AXIS_FEATURES]
+    if not all(all(c.holds(x) for x in v[c.feature]) for c in conditions if c.every_axis):
+        return False
+    axis_conds = [c for c in conditions if c.feature in ft.AXIS_FEATURES and not c.every_axis]
     if not all(c.holds(v[c.feature]) for c in conditions if c.feature not in ft.AXIS_FEATURES):
         return False
     if not axis_conds:
@@ -113,15 +135,18 @@ class Row:
     minimal: Any
     fails: tuple[Any, ...]
     passes: tuple[Any, ...]
+    #: (value, kind) of changes whose call failed differently (masked: it raised, ...)
+    other: tuple[tuple[Any, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"feature": self.feature, "axis": self.axis, "minimal": self.minimal,
-                "fails": list(self.fails), "passes": list(self.passes)}
+                "fails": list(self.fails), "passes": list(self.passes),
+                "other": [list(pair) for pair in self.other]}
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> "Row":
         return cls(raw["feature"], raw.get("axis"), raw["minimal"], tuple(raw["fails"]),
-                   tuple(raw["passes"]))
+                   tuple(raw["passes"]), tuple((v, k) for v, k in raw.get("other", [])))
 
 
 @dataclass(frozen=True)
@@ -140,8 +165,9 @@ class Explanation:
         lines = []
         for row in self.rows:
             cells = []
-            for v in sorted(set(row.fails) | set(row.passes), key=_sort_key):
-                mark = "FAIL" if v in row.fails else "pass"
+            other = dict(row.other)
+            for v in sorted(set(row.fails) | set(row.passes) | set(other), key=_sort_key):
+                mark = "FAIL" if v in row.fails else "pass" if v in row.passes else other[v]
                 cells.append(f"{_show(v)}{'*' if v == row.minimal else ''}:{mark}")
             lines.append("  " + _row_label(row).ljust(width) + "  ".join(cells))
         return "\n".join(lines)
@@ -181,22 +207,32 @@ def trigger_line(rows: tuple[Row, ...], trigger: tuple[Condition, ...],
     return "; ".join(parts)
 
 
-Probe = Callable[[ConvCase], bool]
+#: a probe's verdict on one case: True (the same failure), False (passes), or the kind
+#: of a failure that hides it (``raised``, ...: masked)
+Probe = Callable[[ConvCase], "bool | str"]
+
+
+def _verdict(kind: str, failures: list[CheckFailure]) -> bool | str:
+    if any(f.check == kind for f in failures):
+        return True
+    masked = [f.check for f in failures if f.check in MASKING]
+    return masked[0] if masked else False
 
 
 def failure_probe(impl: Implementation, failure: CheckFailure, timeout: float | None) -> Probe:
-    """Whether a case shows the same kind of failure from the same function."""
+    """Whether a case shows the same kind of failure from the same function (True),
+    passes (False), or fails in a way that hides it (the kind of that failure)."""
     kind, function = failure.check, failure.function
     if kind in _CONTRACT_KINDS and function is not None:
-        def probe(case: ConvCase) -> bool:
-            return any(f.check == kind for f in diagnose(impl, function, case, timeout))
+        def probe(case: ConvCase) -> bool | str:
+            return _verdict(kind, diagnose(impl, function, case, timeout))
         return probe
     from harness.checks.registry import REGISTRY, examine
     if kind not in REGISTRY:  # nothing to run it again with
         return lambda case: False
 
-    def probe_check(case: ConvCase) -> bool:
-        return any(f.check == kind for f in examine(kind, impl, case, timeout))
+    def probe_check(case: ConvCase) -> bool | str:
+        return _verdict(kind, examine(kind, impl, case, timeout))
     return probe_check
 
 
@@ -221,6 +257,36 @@ def _data(case: ConvCase, p: ConvProblem, layouts: dict[str, str], keep_constant
     return ConvCase(problem=p, layouts=layouts, **arrays)
 
 
+class _Trials:
+    """The bounded, seeded calls of one explanation: each changed problem tried once."""
+
+    def __init__(self, case: ConvCase, probe: Probe, caps: Capabilities):
+        self.case, self.probe, self.caps = case, probe, caps
+        self.calls = 0
+        self.deadline = time.monotonic() + MAX_SECONDS
+        self.seen: dict[tuple, bool | str] = {}
+
+    def outcome(self, q: ConvProblem, q_layouts: dict[str, str], seed: tuple) -> bool | str | None:
+        """True: fails the same way; False: passes; a kind: masked; None: not tried."""
+        key = (q, tuple(sorted(q_layouts.items())))
+        if key in self.seen:
+            return self.seen[key]
+        if self.calls >= MAX_CALLS or time.monotonic() > self.deadline \
+                or _excluded(self.caps, q, q_layouts):
+            return None
+        verdict: bool | str = False
+        for keep in (True, False):
+            self.calls += 1
+            result = self.probe(_data(self.case, q, q_layouts, keep, _seed(*seed, keep)))
+            if result is True:
+                verdict = True
+                break
+            if verdict is False and result is not False:
+                verdict = result  # masked, unless the other data shows the bug
+        self.seen[key] = verdict
+        return verdict
+
+
 def explain(case: ConvCase, probe: Probe, caps: Capabilities) -> Explanation:
     """Try single changes of ``case``'s problem (bounded, seeded) and derive the trigger."""
     p, layouts = case.problem, dict(case.layouts)
@@ -228,38 +294,102 @@ def explain(case: ConvCase, probe: Probe, caps: Capabilities) -> Explanation:
     current = ft.values(p, layouts)
     axis = ft.main_axis(p, layouts, caps)
     axes = tuple(range(len(p.input_size))) if caps.square else (axis,)
-    calls = 0
-    deadline = time.monotonic() + MAX_SECONDS
+    trials = _Trials(case, probe, caps)
+    own = (p, tuple(sorted(layouts.items())))
+    trials.seen[own] = True  # the minimal problem itself: the failing case, not called again
     rows: list[Row] = []
-    results: dict[str, dict[Any, bool]] = {}
+    results: dict[str, dict[Any, bool | str]] = {}
     for feature in ft.FEATURES:
         on_axis = feature in ft.AXIS_FEATURES
         minimal = current[feature][axis] if on_axis else current[feature]
-        outcome: dict[Any, bool] = {}
+        outcome: dict[Any, bool | str] = {}
         for value in ft.candidates(feature, minimal, caps, p, axis if on_axis else None):
             changed = ft.with_feature(p, layouts, feature, value, axes)
-            if changed is None or calls >= MAX_CALLS or time.monotonic() > deadline:
+            if changed is None:
                 continue
-            q, q_layouts = changed
-            if _excluded(caps, q, q_layouts):
-                continue
-            fails = False
-            for keep in (True, False):
-                calls += 1
-                if probe(_data(case, q, q_layouts, keep, _seed(feature, value, keep))):
-                    fails = True
-                    break
-            outcome[value] = fails
+            verdict = trials.outcome(*changed, (feature, value))
+            if verdict is not None:
+                outcome[value] = verdict
         if len(outcome) > 1 or (outcome and minimal not in outcome):
-            rows.append(Row(feature, axis if on_axis and not caps.square else None, minimal,
-                            tuple(v for v, f in outcome.items() if f),
-                            tuple(v for v, f in outcome.items() if not f)))
+            rows.append(_row(feature, axis if on_axis and not caps.square else None, minimal,
+                             outcome))
             results[feature] = outcome
-    trigger = tuple(_condition(row, caps) for row in rows
-                    if row.minimal != ft.trivial(row.feature, caps)
-                    and results[row.feature].get(ft.trivial(row.feature, caps)) is False)
-    return Explanation(rows=tuple(rows), trigger=tuple(c for c in trigger if c is not None),
-                       calls=calls, trivial=tuple((f, ft.trivial(f, caps)) for f in ft.FEATURES))
+    trigger = [c for c in (_trigger_condition(row, results[row.feature], caps)
+                           for row in rows) if c is not None]
+    if not trigger:  # fails on the simplest problem: does it need a trivial value?
+        trigger = [c for c in (_needs_trivial(row, results[row.feature], caps)
+                               for row in rows) if c is not None]
+    derived_rows, trigger = _derived(p, layouts, axis, axes, trials, trigger, caps)
+    return Explanation(rows=tuple(rows + derived_rows), trigger=tuple(trigger),
+                       calls=trials.calls,
+                       trivial=tuple((f, ft.trivial(f, caps)) for f in ft.FEATURES))
+
+
+def _row(feature: str, axis: int | None, minimal: Any, outcome: dict[Any, bool | str]) -> Row:
+    return Row(feature, axis, minimal, tuple(v for v, f in outcome.items() if f is True),
+               tuple(v for v, f in outcome.items() if f is False),
+               tuple((v, f) for v, f in outcome.items() if isinstance(f, str)))
+
+
+def _trigger_condition(row: Row, outcome: dict[Any, bool | str],
+                       caps: Capabilities) -> Condition | None:
+    """The condition of a non-trivial minimal value whose trivial value passes (not
+    masked: a change that raises says nothing of what the bug needs)."""
+    trivial = ft.trivial(row.feature, caps)
+    if row.minimal == trivial or outcome.get(trivial) is not False:
+        return None
+    return _condition(row, caps)
+
+
+def _needs_trivial(row: Row, outcome: dict[Any, bool | str],
+                   caps: Capabilities) -> Condition | None:
+    """For a bug on the simplest problem: a trivial value that every other value tried
+    makes pass (``padding = 0``, on every axis), so that a further search still sees
+    failures of the same kind elsewhere (no cause hidden by another of its kind)."""
+    trivial = ft.trivial(row.feature, caps)
+    others = [v for v in outcome if v != trivial]
+    if row.minimal != trivial or not others or not all(outcome[v] is False for v in others):
+        return None
+    condition = _condition(row, caps)
+    if condition is not None and row.feature in ft.AXIS_FEATURES:
+        return dataclasses.replace(condition, every_axis=True)
+    return condition
+
+
+def _derived(p: ConvProblem, layouts: dict[str, str], axis: int, axes: tuple[int, ...],
+             trials: _Trials, trigger: list[Condition],
+             caps: Capabilities) -> tuple[list[Row], list[Condition]]:
+    """Rows of derived features, and the trigger with a product where the bug needs one.
+
+    For each derived feature (`features.DERIVED`: the reduction length K, the
+    output positions) whose components' conditions are in the trigger: the
+    minimal value is realised another way (one in channel and a kernel of K
+    taps, say). When that fails too and the trivial value passes, the bug
+    follows the product, not the component: the components' conditions give
+    way to ``K >= minimal``.
+    """
+    rows: list[Row] = []
+    current = ft.values(p, layouts)
+    for name, components in ft.DERIVED.items():
+        minimal = current[name]
+        parts = [c for c in trigger if c.feature in components]
+        if minimal <= 1 or not parts:
+            continue
+        outcome: dict[Any, bool | str] = {1: False}
+        for value in sorted({minimal, minimal + 1}):
+            verdicts = [trials.outcome(*q, (name, value, i)) for i, q in
+                        enumerate(ft.realisations(p, layouts, name, value, axis, axes))]
+            verdicts = [v for v in verdicts if v is not None]
+            if verdicts:
+                outcome[value] = True if all(v is True for v in verdicts) else (
+                    False if any(v is False for v in verdicts) else verdicts[0])
+        if outcome.get(minimal) is not True:
+            continue
+        row = _row(name, None, minimal, outcome)
+        rows.append(row)
+        trigger = [c for c in trigger if c.feature not in components]
+        trigger.append(Condition(name, ">=", minimal, None))
+    return rows, trigger
 
 
 def _excluded(caps: Capabilities, p: ConvProblem, layouts: dict[str, str]) -> bool:

@@ -29,9 +29,15 @@ GLOBAL_FEATURES: tuple[str, ...] = ("groups", "in_channels", "out_channels", "ba
 FEATURES: tuple[str, ...] = AXIS_FEATURES + GLOBAL_FEATURES
 NUMERIC: frozenset[str] = frozenset(AXIS_FEATURES) | {"groups", "in_channels", "out_channels",
                                                       "batch"}
+#: features derived from others, by the features they are a product of: the reduction
+#: length K of the forward (in channels per group x kernel taps) and the output
+#: positions of an image (the product over the axes)
+DERIVED: dict[str, frozenset[str]] = {"K": frozenset({"in_channels", "kernel"}),
+                                      "positions": frozenset({"outputs"})}
 #: what the text calls each feature
 LABELS = {"in_channels": "in channels per group", "out_channels": "out channels per group",
-          "remainder": "stride remainder", "output_padding": "output_padding"}
+          "remainder": "stride remainder", "output_padding": "output_padding",
+          "K": "K (in channels per group x kernel taps)", "positions": "output positions"}
 
 
 def trivial(feature: str, caps: Capabilities) -> Any:
@@ -67,6 +73,47 @@ def values(p: ConvProblem, layouts: dict[str, str]) -> dict[str, Any]:
     out.update(groups=p.groups, in_channels=p.in_channels // p.groups,
                out_channels=p.out_channels // p.groups, batch=p.batch, dtype=p.dtype,
                bias=p.bias, layout=_layout(layouts))
+    out["K"] = out["in_channels"] * _product(p.kernel_size)
+    out["positions"] = _product(out["outputs"])
+    return out
+
+
+def _product(values: tuple[int, ...]) -> int:
+    result = 1
+    for v in values:
+        result *= v
+    return result
+
+
+def realisations(p: ConvProblem, layouts: dict[str, str], derived: str, value: int, axis: int,
+                 axes: tuple[int, ...]) -> list[tuple[ConvProblem, dict[str, str]]]:
+    """Problems on which the ``derived`` feature is ``value`` by each component alone.
+
+    K: ``value`` in channels per group with a kernel of one tap, and one in
+    channel with a kernel of ``value`` taps on ``axis`` (the others 1).
+    Positions: ``value`` outputs on one axis, one on the others, for each axis
+    (``axes``: all of them together for an implementation of square problems only).
+    """
+    out = []
+    if derived == "K":
+        steps = [("kernel", 1, axes), ("in_channels", value, None)], \
+                [("in_channels", 1, None), ("kernel", value, (axis,) if len(axes) == 1 else axes)]
+        if len(axes) > 1 and value ** (1 / len(axes)) % 1:
+            steps = steps[:1]  # a square kernel of `value` taps does not exist
+        elif len(axes) > 1:
+            steps = (steps[0], [("in_channels", 1, None),
+                                ("kernel", round(value ** (1 / len(axes))), axes)])
+    elif len(p.input_size) < 2 or len(axes) > 1:
+        return []
+    else:
+        steps = tuple([("outputs", 1, tuple(range(len(p.input_size)))),
+                       ("outputs", value, (a,))] for a in range(len(p.input_size)))
+    for changes in steps:
+        q: tuple[ConvProblem, dict[str, str]] | None = (p, layouts)
+        for feature, v, on in changes:
+            q = None if q is None else with_feature(q[0], q[1], feature, v, on or (axis,))
+        if q is not None:
+            out.append(q)
     return out
 
 

@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import tempfile
 from collections import deque
 from dataclasses import dataclass
@@ -51,8 +49,13 @@ from harness.reporting.script import render_script
 from harness.running.calling import CheckFailure
 from harness.running.target import Target
 from harness.triage.catalog import Bug
+from harness.triage.runner import RUNNER
 
 HISTORY = "history"  # the failure of a bug whose results depend on earlier calls
+NOT_SHRUNK = ("not shrunk: a failure that depends on earlier calls does not repeat, so "
+              "Hypothesis cannot shrink it; this is the last failing example")
+NOT_REBUILT = ("its script passes alone in a fresh process, and no sequence of earlier calls "
+               "rebuilt shows it there: the run saw it, its script does not reproduce it")
 #: calls of the implementations under test this process keeps (`CALLS`): a state
 #: may have been built while Hypothesis shrank, long before the final failing call
 MAX_CALLS = 128
@@ -140,22 +143,21 @@ _NOT_VERIFIED = frozenset({"timeout", "crashed", HISTORY})
 SCRIPT_SECONDS = 120.0
 
 
-def _start(script: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(script)], cwd=os.getcwd(), text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+def _start(script: Path) -> tuple[int | None, str]:
+    """Run ``script`` as if alone in a fresh Python (harness/triage/runner.py: a forked
+    child of a process that imported only NumPy and torch): its exit code and output."""
+    return RUNNER.run(script, SCRIPT_SECONDS)
 
 
-def _fails(proc: subprocess.Popen) -> bool | None:
-    """True: the script reproduced the failure (exit 1); False: it passed; None: neither."""
-    try:
-        out, _ = proc.communicate(timeout=SCRIPT_SECONDS)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        return None
-    if proc.returncode == 1 and out.startswith("FAILED"):
+def _fails(ran: tuple[int | None, str], kind: str = "") -> bool | None:
+    """True: the script reproduced the failure (exit 1); False: it passed; None: neither.
+
+    A ``raised`` bug's script reproduces it by raising the same exception: it exits 1
+    with Python's traceback, not its own FAILED line."""
+    code, out = ran
+    if code == 1 and (out.startswith("FAILED") or (kind == "raised" and not out.strip())):
         return True
-    return False if proc.returncode == 0 else None
+    return False if code == 0 else None
 
 
 #: bugs whose script this process has seen fail alone, by what makes them one bug
@@ -191,7 +193,7 @@ def verify_alone(target: Target, bugs: list[Bug]) -> None:
     for bug, proc in zip(bugs, runs):
         if proc is None:
             continue
-        verdict = _fails(proc)
+        verdict = _fails(proc, bug.failure)
         if verdict:
             bug.alone = True
             _VERIFIED.add(_identity(target, bug))
@@ -211,6 +213,7 @@ def _history(target: Target, bug: Bug) -> None:
                  "problem with other values, nor the calls the run made before it (its own "
                  "record, those a case file holds) show it in a fresh process")
         bug.trigger = f"depends on earlier calls (alone it passes); {bug.trigger}"
+        bug.alone_reason = NOT_REBUILT
     else:
         path, label = rebuilt
         _drop(target.failures_dir / bug.case_file)  # its script passes: it would mislead
@@ -322,10 +325,13 @@ def history_dependent(last, save_failure, saved_lines) -> Bug:
     bug = Bug(check=last.check, failure=HISTORY, function=failure.function, op=case.problem.op,
               params=case.problem.params(), layouts=dict(case.layouts),
               trigger="depends on earlier calls (the same call gave different results)",
-              conditions=[], explanation=[], case_file=case_file, report="\n".join(lines))
+              conditions=[], explanation=[], case_file=case_file, report="\n".join(lines),
+              not_minimal=NOT_SHRUNK)
+    bug.alone, bug.alone_reason = False, NOT_REBUILT
     if case_file is not None:
         rebuilt = rebuild(target, bug)
         if rebuilt is not None:
+            bug.alone, bug.alone_reason = True, ""
             path, label = rebuilt
             bug.case_file = os.path.relpath(path, target.failures_dir)
             bug.report += (f"\nrebuilt: wrong after {label}: case file {path}, script "

@@ -15,6 +15,13 @@ different triggers are one origin to it. Excluding a bug by its trigger is
 what separates them, and each follow-up is an ordinary Hypothesis search
 (its own example-database entry, shrinking, final replay).
 
+Search once per cause: every new cause is published run-wide
+(harness/triage/causes.py); every other search, of any check, function or
+xdist worker, meets its failures as sightings (not shrunk, explained nor
+saved), and a shrunk finding that evidence attributes to a known cause
+(harness/triage/catalog.py, `part_of`) is a sighting too. A test that meets
+only known causes still fails, with one line per cause it met.
+
 Each test (implementation x operation x check) gets its own example-database
 key, derived from what the implementation spec resolves to (a file's path,
 a module's name), so one implementation never replays another's examples.
@@ -35,11 +42,13 @@ from hypothesis.errors import FlakyFailure
 
 from harness import suite
 from harness.reporting.failures import script_path
+from harness.running.calling import CheckFailure
 from harness.running.loader import _is_path, split_spec
 from harness.running.target import Target
-from harness.triage.catalog import Bug
+from harness.triage import causes, evidence
+from harness.triage.catalog import Bug, part_of, signature
 from harness.triage.explain import explain, failure_probe
-from harness.triage.history import history_dependent, verify_alone
+from harness.triage.history import HISTORY, history_dependent, verify_alone
 
 DEFAULT_MAX_BUGS = 3
 BUGS = pytest.StashKey[list[dict[str, Any]]]()
@@ -101,6 +110,7 @@ def follow_up(target: Target, check: str, known: list[Bug]) -> list[suite.Found]
 
     _set_key(search, database_key(target, check, known))
     suite.FOUND.clear()
+    causes.BOOK.freeze()  # what other searches found by now is excluded from this one
     try:
         search()
     except Exception:  # noqa: BLE001 - what it found is in FOUND; anything else ends the search
@@ -109,22 +119,77 @@ def follow_up(target: Target, check: str, known: list[Bug]) -> list[suite.Found]
 
 
 def describe(found: suite.Found, print_script: bool = False) -> Bug:
-    """Explain a shrunk failure and make it a `Bug`."""
+    """Make a shrunk failure a `Bug`: a sighting of a cause known run-wide when the
+    evidence says it is one (no explanation), else a new cause, explained and published."""
     target, failure = found.target, found.failure
     case = failure.case if failure.case is not None else found.drawn
-    caps = (target.impl.capabilities_for((failure.function,)) if failure.function
-            else suite.check_capabilities(target, found.check))
-    explanation = explain(case, failure_probe(target.impl, failure, target.timeout), caps)
     case_file = None
     if found.case_file is not None:
         case_file = os.path.relpath(found.case_file, target.failures_dir)
     bug = Bug(check=found.check, failure=failure.check, function=failure.function,
-              op=case.problem.op, params=case.problem.params(),
-              layouts=dict(case.layouts), trigger=explanation.one_line(),
-              conditions=list(explanation.trigger), explanation=list(explanation.rows),
-              case_file=case_file)
+              op=case.problem.op, params=case.problem.params(), layouts=dict(case.layouts),
+              trigger="", conditions=[], explanation=[], case_file=case_file,
+              signature=signature(failure.check, failure.message),
+              evidence=evidence.gather(target.impl, failure, case, target.timeout))
+    known = attribute(target, bug, failure, case)
+    if known is not None:
+        return _as_sighting(found, bug, known)
+    caps = (target.impl.capabilities_for((failure.function,)) if failure.function
+            else suite.check_capabilities(target, found.check))
+    probe = failure_probe(target.impl, failure, target.timeout)
+    if failure.check in evidence.VALUE_KINDS and failure.function and not bug.evidence.get(
+            "precision"):
+        probe = evidence.beyond_rounding(probe, target.impl, failure.function, target.timeout)
+    explanation = explain(case, probe, caps)
+    bug.trigger, bug.conditions = explanation.one_line(), list(explanation.trigger)
+    bug.explanation = list(explanation.rows)
+    bug.cause = causes.new_id()
     bug.report = _bug_text(found, bug.trigger, explanation, print_script)
+    causes.BOOK.publish(target.impl.spec, bug)
     return bug
+
+
+def attribute(target: Target, bug: Bug, failure, case) -> Bug | None:
+    """The known cause ``bug`` is a symptom of, if any (harness/triage/catalog.py's rules)."""
+    for record in causes.BOOK.known(target.impl.spec, fresh=True):
+        if causes.covers(record, failure, case, target.impl, target.timeout) \
+                or (not record.sighting and part_of(bug, record)):
+            return record
+    return None
+
+
+def _as_sighting(found: suite.Found, bug: Bug, known: Bug) -> Bug:
+    bug.cause, bug.sighting = known.cause, True
+    bug.conditions, bug.trigger = list(known.conditions), known.trigger
+    why = _why(bug, known)
+    bug.report = "\n".join([found.text.splitlines()[0],
+                            f"parameters: {bug.problem.describe()}",
+                            f"the known bug {known.failure} ({known.function}), {known.trigger}"
+                            f" [{why}]: not explained again"]
+                           + (suite.saved_lines(found.case_file)[:1] if found.case_file else []))
+    causes.BOOK.publish(found.target.impl.spec, bug)
+    return bug
+
+
+def _why(bug: Bug, known: Bug) -> str:
+    if bug.evidence.get("precision") and known.failure == "dtype":
+        return (f"its errors are the size of {bug.evidence['precision']} rounding: the "
+                f"dtype bug's precision")
+    if bug.evidence.get("consistent") and known.failure == "forward":
+        return "the forward fails on it too and this backward is its exact gradient"
+    if bug.failure == known.failure and bug.function != known.function:
+        return "the same failure and trigger in another function"
+    return "inside its trigger region"
+
+
+def sightings_of_test() -> list[Bug]:
+    """The run-wide causes this test's searches met (harness/suite.py's SIGHTINGS)."""
+    out = []
+    for bug, count in suite.SIGHTINGS.values():
+        bug.report = f"{count} example{'s' if count != 1 else ''}"
+        out.append(bug)
+    suite.SIGHTINGS.clear()
+    return out
 
 
 def _bug_text(found: suite.Found, trigger: str, explanation, print_script: bool = False) -> str:
@@ -146,12 +211,17 @@ def _bug_text(found: suite.Found, trigger: str, explanation, print_script: bool 
 
 def triage(target: Target, check: str, first: list[suite.Found], max_bugs: int,
            print_script: bool = False) -> tuple[list[Bug], str]:
-    """The bugs of one check: the first found, then follow-up searches; and why it stopped."""
+    """The bugs of one check: the first found, then follow-up searches; and why it stopped.
+
+    Findings attributed to a cause known run-wide are kept (listed under that
+    cause's entry) but do not count towards ``max_bugs`` nor enter the
+    follow-ups' exclusions: the run-wide book covers them, with their evidence.
+    """
     bugs = [describe(found, print_script) for found in first[:1]]
-    known = list(bugs)
+    known = [b for b in bugs if not b.sighting]
     stop = f"stopped at --conv-max-bugs {max_bugs}"
     for _ in range(max_bugs + 2):  # a duplicate costs a round, never an endless loop
-        if len(bugs) >= max_bugs:
+        if sum(not b.sighting for b in bugs) >= max_bugs:
             break
         if suite.Budget.spent():
             stop = "stopped: --conv-budget spent"
@@ -162,33 +232,74 @@ def triage(target: Target, check: str, first: list[suite.Found], max_bugs: int,
                     if len(bugs) == len(known) else "no further distinct bug found")
             break
         bug = describe(found[0], print_script)
+        if bug.sighting:
+            bugs.append(bug)
+            continue
         known.append(bug)
-        same = [old for old in bugs if old.same_as(bug)]
+        same = [old for old in bugs if not old.sighting and old.same_as(bug)]
         if same:
             same[0].absorb(bug)
             same[0].report += f"\nalso fails when: {bug.trigger}"
         else:
             bugs.append(bug)
-    verify_alone(target, bugs)
+    verify_alone(target, [b for b in bugs if not b.sighting])
     return bugs, stop
 
 
-def report(target: Target, check: str, bugs: list[Bug], stop: str, notes: list[str]) -> str:
-    n = len(bugs)
+def report(target: Target, check: str, bugs: list[Bug], stop: str, notes: list[str],
+           met: list[Bug] = ()) -> str:
+    own = [b for b in bugs if not b.sighting]
+    n = len(own)
     head = (f"{target.impl.spec} {target.op}: check {check!r} found {n} distinct "
             f"bug{'s' if n != 1 else ''} ({stop})")
     parts = [head]
-    for i, bug in enumerate(bugs, 1):
+    for i, bug in enumerate(own, 1):
         parts.append(f"--- bug {i} of {n} " + "-" * 50)
         parts.append(bug.report)
+    for bug in [b for b in bugs if b.sighting]:
+        parts.append("--- a known bug again " + "-" * 46)
+        parts.append(bug.report)
+    parts += _met_lines(met)
     parts += notes
     return "\n".join(parts)
+
+
+def _met_lines(met: list[Bug]) -> list[str]:
+    """One line per run-wide cause the search met (covered, not counted as failures)."""
+    return [f"also met known bug: {b.failure} ({b.function}) on {b.problem.describe()}, "
+            f"{b.trigger.split(';')[0]} ({b.report})" for b in met]
 
 
 def _hypothesis_notes(exc: BaseException) -> list[str]:
     """Hypothesis's own reproduction lines (a ``@reproduce_failure`` blob, a seed), if any."""
     notes = getattr(exc, "__notes__", None) or []
     return [n for n in notes if "reproduce_failure" in n or "hypothesis-seed" in n]
+
+
+def _history_bug(last: suite.Found) -> Bug:
+    """A failure that did not repeat: a symptom of a known deterministic cause when it
+    lies in that cause's trigger region (no rebuild), else a history bug of its own."""
+    failure = last.failure
+    case = failure.case if failure.case is not None else last.drawn
+    for record in causes.BOOK.known(last.target.impl.spec, fresh=True):
+        # found and published by another search while this one replayed it: not history
+        if causes.covers(record, failure, case, last.target.impl, last.target.timeout):
+            bug = Bug(check=last.check, failure=failure.check, function=failure.function,
+                      op=case.problem.op, params=case.problem.params(),
+                      layouts=dict(case.layouts), trigger="", conditions=[], explanation=[],
+                      case_file=None, signature=signature(failure.check, failure.message))
+            return _as_sighting(last, bug, record)
+    probe = Bug(check=last.check, failure=HISTORY, function=failure.function,
+                op=case.problem.op, params=case.problem.params(), layouts=dict(case.layouts),
+                trigger="", conditions=[], explanation=[], case_file=None, signature=HISTORY)
+    known = attribute(last.target, probe, CheckFailure(HISTORY, "", function=failure.function,
+                                                       case=case), case)
+    if known is not None:
+        return _as_sighting(last, probe, known)
+    bug = history_dependent(last, suite.save_failure, suite.saved_lines)
+    bug.cause, bug.signature = causes.new_id(), HISTORY
+    causes.BOOK.publish(last.target.impl.spec, bug)
+    return bug
 
 
 def conformance_target(item: pytest.Item) -> tuple[Target, str] | tuple[None, None]:
@@ -216,23 +327,42 @@ class BugSearch:
             return (yield)
         _set_key(item.obj, database_key(target, check))
         suite.FOUND.clear()
+        suite.SIGHTINGS.clear()
+        causes.BOOK.freeze()
         suite.Budget.start(self.budget)
         try:
-            return (yield)
+            result = yield
         except Exception as exc:
             first = _take_found()
             if not first and isinstance(exc, FlakyFailure) and suite.LAST_FAILING \
                     and suite.LAST_FAILING[0].target is target:
-                bug = history_dependent(suite.LAST_FAILING[0], suite.save_failure,
-                                        suite.saved_lines)
-                item.stash[BUGS] = [bug.to_json()]
-                raise BugsFound(report(target, check, [bug], "results depend on earlier calls",
-                                       [])) from None
+                bugs = [_history_bug(suite.LAST_FAILING[0])]
+                met = sightings_of_test()
+                item.stash[BUGS] = [bug.to_json() for bug in bugs + met]
+                raise BugsFound(report(target, check, bugs, "results depend on earlier calls",
+                                       [], met)) from None
             if not first:
                 raise
             bugs, stop = triage(target, check, first, self.max_bugs, self.print_scripts)
-            item.stash[BUGS] = [bug.to_json() for bug in bugs]
-            raise BugsFound(report(target, check, bugs, stop, _hypothesis_notes(exc))) from None
+            met = sightings_of_test()
+            item.stash[BUGS] = [bug.to_json() for bug in bugs + met]
+            raise BugsFound(report(target, check, bugs, stop, _hypothesis_notes(exc),
+                                   met)) from None
+        met = sightings_of_test()
+        if met:  # every failure it met is a bug another search found: still a failure
+            item.stash[BUGS] = [bug.to_json() for bug in met]
+            raise BugsFound("\n".join([
+                f"{target.impl.spec} {target.op}: check {check!r} failed only by bugs found "
+                "by other searches (not shrunk nor explained again; see their entries in "
+                "the summary):", *_met_lines(met)]))
+        return result
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        from harness.plugin import failures_dir
+        folder = failures_dir(session.config)
+        if not hasattr(session.config, "workerinput"):
+            causes.new_run(folder)  # the controller, before any worker starts
+        causes.BOOK.open(folder)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):

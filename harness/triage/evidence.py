@@ -1,0 +1,141 @@
+"""What a few more calls on a bug's minimal case say about its cause.
+
+Gathered once per finding (a handful of calls), before it is explained, so
+that a finding that is a symptom of a known cause (harness/triage/catalog.py,
+`part_of`) is attributed to it instead of explained again:
+
+``precision``
+    The lowest dtype, below the case's own, whose rounding bound (the
+    harness's tolerance for that dtype, harness/checks/tolerance.py) every
+    result of the failing call is within: an implementation that computes a
+    float64 problem in float32 has errors the size of float32's rounding.
+``forward_fails``, ``consistent``
+    For a wrong backward: whether the forward fails on the same problem (its
+    values, or seeded noise: a backward's minimal input is often zeros), and
+    whether the backward is the exact gradient of the implementation's own
+    forward, by the adjoint identity ``<g, f(x + dx) - f(x)> = <grad_x, dx>``
+    (likewise for the weight and the bias) with seeded directions, within the
+    rounding bound of those sums. Both true: the backward inherits the
+    forward's error (an autograd backward, or one that reuses the forward's
+    windows).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from harness.checks.compare import compare
+from harness.checks.diagnosis import BACKWARD_RESULTS, FORWARD_RESULTS, diagnose, reference
+from harness.checks.tolerance import gamma, tolerance, unit_roundoff
+from harness.problem import DTYPES, ConvCase
+from harness.running.calling import CheckFailure, call_backward, call_forward, observing
+from harness.running.loader import Implementation
+
+VALUE_KINDS = frozenset({"forward", "grad_input", "grad_weight", "grad_bias"})
+
+
+def gather(impl: Implementation, failure: CheckFailure, case: ConvCase,
+           timeout: float | None) -> dict[str, Any]:
+    """The evidence of one failure on its own case (empty for other kinds)."""
+    if failure.check not in VALUE_KINDS or failure.function is None:
+        return {}
+    out: dict[str, Any] = {}
+    try:
+        low = precision(impl, failure.function, case, timeout)
+        if low:
+            out["precision"] = low
+        if failure.function.endswith("_backward"):
+            forward = case.problem.op
+            if impl.has(forward):
+                # on the case's own values (a backward's minimal x is often zeros, on
+                # which a wrong forward can be right) and on seeded noise
+                out["forward_fails"] = any(
+                    f.check == "forward" for values in (case, _noise(case))
+                    for f in diagnose(impl, forward, values, timeout))
+                out["consistent"] = consistent(impl, case, timeout)
+    except CheckFailure:
+        pass
+    return out
+
+
+def _noise(case: ConvCase) -> ConvCase:
+    from harness.triage.explain import _data
+    return _data(case, case.problem, dict(case.layouts), False, seed=4321)
+
+
+def precision(impl: Implementation, function: str, case: ConvCase,
+              timeout: float | None) -> str | None:
+    """The lowest dtype below ``case``'s whose rounding every result of the call is within."""
+    backward = function.endswith("_backward")
+    with observing():
+        results = (call_backward if backward else call_forward)(
+            impl.function(function), case, timeout)
+    results = results if backward else (results,)
+    names = BACKWARD_RESULTS if backward else FORWARD_RESULTS
+    expected, magnitude = reference(case)
+    lower = DTYPES[DTYPES.index(case.problem.dtype) + 1:]
+    found = None
+    for dtype in lower:
+        as_low = dataclasses.replace(case, problem=dataclasses.replace(case.problem, dtype=dtype))
+        if all(actual is None or expected[name] is None or compare(
+                name, actual, expected[name], tolerance(as_low, name, magnitude)) is None
+               for name, actual in zip(names, results)):
+            found = dtype
+            break  # the highest precision that explains the errors
+    return found
+
+
+def consistent(impl: Implementation, case: ConvCase, timeout: float | None) -> bool:
+    """Whether the backward is the exact gradient of the implementation's own forward."""
+    p = case.problem
+    forward, backward = impl.function(p.op), impl.function(p.spec.backward_name)
+    with observing():
+        gx, gw, gb = call_backward(backward, case, timeout)
+        y0 = np.asarray(call_forward(forward, case, timeout), dtype=np.float64)
+    rng = np.random.default_rng(0)
+    g = np.asarray(case.grad_output, dtype=np.float64)
+    u = unit_roundoff(p.dtype)
+    size0 = reference(case)[1]["y"]
+    for name, grad in (("x", gx), ("weight", gw), ("bias", gb)):
+        base = getattr(case, name)
+        if base is None or grad is None:
+            continue
+        moved = (base + rng.uniform(-1, 1, base.shape)).astype(p.dtype)
+        step = moved.astype(np.float64) - base.astype(np.float64)  # exactly what moved
+        changed = dataclasses.replace(case, **{name: moved})
+        with observing():
+            y1 = np.asarray(call_forward(forward, changed, timeout), dtype=np.float64)
+        size1 = reference(changed)[1]["y"]
+        lhs = float(np.sum(g * (y1 - y0)))
+        rhs = float(np.sum(np.asarray(grad, dtype=np.float64) * step))
+        # each forward result is within gamma(K+1) of the sum of its terms' magnitudes
+        # (K: the forward's reduction length), each backward result within gamma of
+        # its own reduction length; the float64 sums here add theirs
+        forward_terms = float(np.sum(np.abs(g) * (size0 + size1)))
+        backward_terms = float(np.sum(np.abs(np.asarray(grad, dtype=np.float64)) * np.abs(step)))
+        reduction = max(p.grad_input_terms(), p.grad_weight_terms(), p.grad_bias_terms(), 1)
+        bound = (gamma(p.forward_terms() + 1, u) * forward_terms
+                 + gamma(reduction, u) * backward_terms
+                 + gamma(g.size + step.size, unit_roundoff("float64"))
+                 * (forward_terms + backward_terms))
+        if not abs(lhs - rhs) <= bound:
+            return False
+    return True
+
+
+def beyond_rounding(probe, impl: Implementation, function: str, timeout: float | None):
+    """``probe`` for a value bug whose errors are beyond any lower precision's rounding:
+    a changed problem whose errors are only that large passes (this bug is not
+    there; what is left is a cause that computes in lower precision)."""
+    def sized(case: ConvCase) -> bool | str:
+        verdict = probe(case)
+        if verdict is True:
+            try:
+                return not precision(impl, function, case, timeout)
+            except CheckFailure:
+                return verdict
+        return verdict
+    return sized

@@ -1,0 +1,114 @@
+"""Running saved scripts as if alone, without paying for a fresh torch import each.
+
+A script is verified "alone": nothing the run did may be in its process. A
+fresh Python per script costs the import of torch (seconds on a loaded
+machine), again for every bug and every candidate sequence. Instead one
+process per harness process imports NumPy and torch (all a script imports
+besides the implementation) and forks a child per script: each child starts
+from that state, imports the implementation itself, and runs the script as
+``__main__``, as ``python script.py`` would. Requests are served in order,
+one child at a time.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+#: the server: reads {"script", "cwd", "timeout"} lines, answers {"code", "out"} lines
+_SERVER = r'''
+import json, os, runpy, sys, tempfile, time
+import numpy
+try:
+    import torch
+except ImportError:
+    pass
+reply = os.fdopen(os.dup(1), "w")
+out_dir = tempfile.mkdtemp(prefix="conv-scripts-")
+for line in sys.stdin:
+    request = json.loads(line)
+    out_path = os.path.join(out_dir, "out")
+    fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(fd, 1)
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+        os.chdir(request["cwd"])
+        sys.argv = [request["script"]]
+        sys.path[0] = os.path.dirname(os.path.abspath(request["script"]))
+        code = 0
+        try:
+            runpy.run_path(request["script"], run_name="__main__")
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except BaseException:
+            code = 1
+        try:
+            sys.stdout.flush()
+        finally:
+            os._exit(code)
+    os.close(fd)
+    deadline = time.monotonic() + request["timeout"]
+    code = None
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            code = os.waitstatus_to_exitcode(status)
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            break
+        time.sleep(0.005)
+    with open(out_path, errors="replace") as f:
+        out = f.read(4096)
+    reply.write(json.dumps({"code": code, "out": out}) + "\n")
+    reply.flush()
+'''
+
+
+class ScriptRunner:
+    """One server process, started on first use; `run` returns a script's exit code and
+    the start of its output (None for the code: it did not end in time)."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+
+    def _server(self) -> subprocess.Popen:
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = subprocess.Popen([sys.executable, "-c", _SERVER], text=True,
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL, cwd=os.getcwd())
+        return self.proc
+
+    def run(self, script: Path, timeout: float) -> tuple[int | None, str]:
+        proc = self._server()
+        try:
+            proc.stdin.write(json.dumps({"script": str(Path(script).resolve()),
+                                         "cwd": os.getcwd(), "timeout": timeout}) + "\n")
+            proc.stdin.flush()
+            line = proc.stdout.readline()
+            answer = json.loads(line)
+        except (OSError, ValueError):
+            self.close()
+            return None, ""
+        return answer["code"], answer["out"]
+
+    def close(self) -> None:
+        if self.proc is not None:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+            self.proc = None
+
+
+RUNNER = ScriptRunner()
+atexit.register(RUNNER.close)
