@@ -39,6 +39,7 @@ from harness.reporting.failures import script_path
 from harness.running.loader import _is_path, split_spec
 from harness.triage.catalog import Bug
 from harness.triage.explain import explain, failure_probe
+from harness.triage import stored
 from harness.triage.history import history_dependent, verify_alone
 
 DEFAULT_MAX_BUGS = 3
@@ -114,15 +115,26 @@ def describe(found: suite.Found, print_script: bool = False) -> Bug:
     case = failure.case if failure.case is not None else found.drawn
     caps = (target.impl.capabilities_for((failure.function,)) if failure.function
             else suite.check_capabilities(target, found.check))
-    explanation = explain(case, failure_probe(target.impl, failure, target.timeout), caps)
     case_file = None
     if found.case_file is not None:
         case_file = os.path.relpath(found.case_file, target.failures_dir)
+    key = database_key(target, found.check)
+    recalled = stored.recall(key, target.impl.target, failure.check, failure.function,
+                             case.problem.op, case.problem.params(), dict(case.layouts),
+                             found.check)
+    if recalled is not None:  # explained by an earlier run sharing the database
+        bug, explanation = recalled
+        bug.case_file = case_file
+        bug.report = _bug_text(found, bug.trigger, explanation, print_script) + \
+            "\n" + stored.note(stored.last_source())
+        return bug
+    explanation = explain(case, failure_probe(target.impl, failure, target.timeout), caps)
     bug = Bug(check=found.check, failure=failure.check, function=failure.function,
               op=case.problem.op, params=case.problem.params(),
               layouts=dict(case.layouts), trigger=explanation.one_line(),
               conditions=list(explanation.trigger), explanation=list(explanation.rows),
               case_file=case_file)
+    stored.remember(key, target.impl.target, bug, explanation)
     bug.report = _bug_text(found, bug.trigger, explanation, print_script)
     return bug
 

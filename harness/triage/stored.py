@@ -1,0 +1,163 @@
+"""What an earlier run learned about a bug, kept in the example database beside its examples.
+
+A run that finds a bug explains it (harness/triage/explain.py: up to 240
+calls of the implementation). Another run, in another folder or on another
+machine sharing the database (``--conv-db``, harness/database.py), replays
+the same failure first and shrinks it to the same minimal case: explaining
+it again would only repeat the first run's calls. So each explained bug is
+stored in the run's Hypothesis example database, under a key of its own
+derived from the test's key (`triage_key`), and a later run that meets the
+same failure (same kind, same function, same minimal problem and layouts)
+rebuilds its entry from what was stored (`recall`) instead of explaining it.
+Its case file and script are this run's own, and its script is verified
+again in a fresh process (harness/triage/history.py), as for any bug.
+
+The key also holds a digest of the implementation's source file, so an
+edited implementation is explained afresh; an implementation whose code is
+spread over several files is only keyed by the file that defines it.
+
+Each bug rebuilt this way is a known failure that came from the database:
+`take_recalled` hands the test's to harness/database.py, which says so at
+the end of the run, bug by bug ("replayed 3 known failures of mine.py from
+redis://...").
+
+With no example database (the ``ci`` and ``harness-test`` profiles) nothing
+is stored nor recalled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+from hypothesis import settings
+from hypothesis.database import (DirectoryBasedExampleDatabase, ExampleDatabase,
+                                 MultiplexedDatabase, ReadOnlyDatabase)
+
+from harness.triage.catalog import Bug
+from harness.triage.explain import Explanation
+
+#: how a database is named in messages (harness/database.py names the shared one)
+_NAMES: dict[int, str] = {}
+#: the bugs rebuilt from stored triage since the last `take_recalled`: (bug JSON, source)
+_RECALLED: list[tuple[dict[str, Any], str]] = []
+#: what a stored entry holds besides the Bug's JSON
+_CALLS = "explanation_calls"
+
+
+def name_database(database: ExampleDatabase, name: str) -> None:
+    """Call ``database`` ``name`` in messages (its spec, e.g. ``redis://host:6379/0``)."""
+    _NAMES[id(database)] = name
+
+
+def _leaves(database: ExampleDatabase | None) -> Iterator[tuple[ExampleDatabase, str]]:
+    """The databases a run's database reads from, each with its name, shared ones first."""
+    if database is None:
+        return
+    if id(database) in _NAMES:
+        yield database, _NAMES[id(database)]
+        return
+    if isinstance(database, MultiplexedDatabase):
+        for inner in reversed(database._wrapped):  # (local, shared): the shared one first
+            yield from _leaves(inner)
+    elif isinstance(database, ReadOnlyDatabase):
+        yield from _leaves(database._wrapped)
+    elif isinstance(database, DirectoryBasedExampleDatabase):
+        yield database, str(database.path)
+    else:
+        yield database, type(database).__name__
+
+
+def source_digest(target_object: Any) -> str:
+    """A digest of the source file that defines an implementation ('' if none is found)."""
+    try:
+        module = inspect.getmodule(target_object) or inspect.getmodule(type(target_object))
+        path = inspect.getsourcefile(module) if module is not None else None
+    except TypeError:
+        path = None
+    if not path:
+        return ""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    except OSError:
+        return ""
+
+
+def triage_key(test_key: bytes, target_object: Any) -> bytes:
+    """Where a test's explained bugs are stored: its database key, ``:triage:``, and the
+    implementation's source digest."""
+    return test_key + b":triage:" + source_digest(target_object).encode()
+
+
+def _minimal(failure: str, function: str | None, op: str, params: dict[str, Any],
+             layouts: dict[str, str]) -> str:
+    """A bug's identity for recall: the kind of failure, where, and its minimal case."""
+    return json.dumps([failure, function, op, params, layouts], sort_keys=True, default=list)
+
+
+def remember(test_key: bytes, target_object: Any, bug: Bug, explanation: Explanation) -> None:
+    """Store a freshly explained bug (before its script is verified: a recalled bug is
+    verified again) in the run's example database."""
+    database = settings.default.database
+    if database is None:
+        return
+    raw = bug.to_json()
+    raw.pop("report", None)
+    raw[_CALLS] = explanation.calls
+    try:
+        database.save(triage_key(test_key, target_object),
+                      json.dumps(raw, sort_keys=True).encode())
+    except Exception:  # noqa: BLE001 - a database that cannot be written only costs time
+        pass
+
+
+def recall(test_key: bytes, target_object: Any, failure: str, function: str | None, op: str,
+           params: dict[str, Any], layouts: dict[str, str],
+           check: str) -> tuple[Bug, Explanation] | None:
+    """The stored entry of the bug with this minimal case, rebuilt, or None.
+
+    The rebuilt bug is this run's finding (``check``), with the stored
+    trigger, conditions and explanation; its case file is left to the caller.
+    """
+    wanted = _minimal(failure, function, op, json.loads(json.dumps(params, default=list)),
+                      layouts)
+    key = triage_key(test_key, target_object)
+    for database, name in _leaves(settings.default.database):
+        try:
+            values = list(database.fetch(key))
+        except Exception:  # noqa: BLE001 - an unreadable database: explain as usual
+            continue
+        for value in values:
+            try:
+                raw = json.loads(value)
+                if _minimal(raw["failure"], raw.get("function"), raw["op"], raw["params"],
+                            raw.get("layouts", {})) != wanted:
+                    continue
+                bug = Bug.from_json({**raw, "check": check, "checks": [check], "also": [],
+                                     "reproduces_alone": None})
+            except (ValueError, KeyError, TypeError):
+                continue  # another version's entry: not ours to read
+            _RECALLED.append((raw, name))
+            return bug, Explanation(rows=tuple(bug.explanation), trigger=tuple(bug.conditions),
+                                    calls=int(raw.get(_CALLS, 0)))
+    return None
+
+
+def note(source: str) -> str:
+    """The report's line for a recalled bug."""
+    return (f"known failure, replayed from {source}: explained by an earlier run (its "
+            "trigger and explanation as stored there), not explained again")
+
+
+def last_source() -> str:
+    return _RECALLED[-1][1] if _RECALLED else ""
+
+
+def take_recalled() -> list[tuple[dict[str, Any], str]]:
+    """The bugs recalled since the last call, each with the database it came from."""
+    taken = list(_RECALLED)
+    _RECALLED.clear()
+    return taken
