@@ -63,6 +63,13 @@ KNOWN = "conv_harness_known"
 _KNOWN = pytest.StashKey[list]()
 
 
+#: the Redis databases this process opened, by spec: one object per server, because
+#: Hypothesis's RedisExampleDatabase compares equal only over the same client, and
+#: HypoFuzz fuzzes only tests whose database equals the default one (a session that
+#: configures twice in one process would otherwise skip every test, "differing_database")
+_REDIS: dict[str, ExampleDatabase] = {}
+
+
 class DatabaseSpecError(Exception):
     """A ``--conv-db`` value that cannot be used; the message says why."""
 
@@ -91,6 +98,8 @@ def open_database(spec: str, base: Path | None = None) -> ExampleDatabase:
     error at start-up, not a silent run without its database.
     """
     if is_redis(spec):
+        if spec in _REDIS:
+            return _REDIS[spec]
         try:
             import redis
             from hypothesis.extra.redis import RedisExampleDatabase
@@ -103,7 +112,8 @@ def open_database(spec: str, base: Path | None = None) -> ExampleDatabase:
         except (redis.RedisError, ValueError) as exc:
             raise DatabaseSpecError(f"--conv-db {spec}: cannot use the Redis server: "
                                     f"{exc}") from None
-        return RedisExampleDatabase(client)
+        _REDIS[spec] = RedisExampleDatabase(client)
+        return _REDIS[spec]
     path = Path(spec).expanduser()
     if not path.is_absolute() and base is not None:
         path = base / path
