@@ -100,12 +100,17 @@ def follow_up(target: Target, check: str, known: list[Bug]) -> list[suite.Found]
     def search(data: st.DataObject) -> None:
         suite.run(target, check, data, known=excluded)
 
-    _set_key(search, database_key(target, check, known))
+    key = database_key(target, check, known)
+    if stored.searched_before(key, target.impl.target):
+        return []  # an earlier run sharing the database found nothing here
+    _set_key(search, key)
     suite.FOUND.clear()
     try:
         search()
     except Exception:  # noqa: BLE001 - what it found is in FOUND; anything else ends the search
         return _take_found()
+    if not suite.Budget.spent():  # every example was run
+        stored.remember_searched(key, target.impl.target)
     return []
 
 
@@ -172,6 +177,7 @@ def triage(target: Target, check: str, first: list[suite.Found], max_bugs: int,
         if not found:
             stop = ("a further search, with the bugs above not counted, found nothing else"
                     if len(bugs) == len(known) else "no further distinct bug found")
+            stop += stored.skipped_note()
             break
         bug = describe(found[0], print_script)
         known.append(bug)

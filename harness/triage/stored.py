@@ -16,6 +16,13 @@ The key also holds a digest of the implementation's source file, so an
 edited implementation is explained afresh; an implementation whose code is
 spread over several files is only keyed by the file that defines it.
 
+The same holds for a follow-up search (harness/triage/search.py) that found
+nothing more: it is recorded under its own key (`remember_searched`, with the
+examples it could spend), and a later run of the same implementation that
+would spend no more examples on it does not search again
+(`searched_before`); its report says so. A run with more examples to
+spend (``thorough`` after ``dev``) searches again.
+
 Each bug rebuilt this way is a known failure that came from the database:
 `take_recalled` hands the test's to harness/database.py, which says so at
 the end of the run, bug by bug ("replayed 3 known failures of mine.py from
@@ -46,6 +53,8 @@ _NAMES: dict[int, str] = {}
 _RECALLED: list[tuple[dict[str, Any], str]] = []
 #: what a stored entry holds besides the Bug's JSON
 _CALLS = "explanation_calls"
+#: where the follow-up searches skipped since the last `skipped_note` were recorded
+_SKIPPED: list[str] = []
 
 
 def name_database(database: ExampleDatabase, name: str) -> None:
@@ -144,6 +153,52 @@ def recall(test_key: bytes, target_object: Any, failure: str, function: str | No
             return bug, Explanation(rows=tuple(bug.explanation), trigger=tuple(bug.conditions),
                                     calls=int(raw.get(_CALLS, 0)))
     return None
+
+
+def _searched_key(search_key: bytes, target_object: Any) -> bytes:
+    return search_key + b":searched:" + source_digest(target_object).encode()
+
+
+def remember_searched(search_key: bytes, target_object: Any) -> None:
+    """Record that the search ``search_key`` (a follow-up's) found nothing in its examples."""
+    database = settings.default.database
+    if database is None:
+        return
+    try:
+        database.save(_searched_key(search_key, target_object),
+                      json.dumps({"max_examples": settings.default.max_examples}).encode())
+    except Exception:  # noqa: BLE001 - a database that cannot be written only costs time
+        pass
+
+
+def searched_before(search_key: bytes, target_object: Any) -> bool:
+    """Whether an earlier run recorded that this search found nothing, spending at least
+    as many examples as this run would; if so, the report's `skipped_note` names where."""
+    key = _searched_key(search_key, target_object)
+    for database, name in _leaves(settings.default.database):
+        try:
+            values = list(database.fetch(key))
+        except Exception:  # noqa: BLE001 - an unreadable database: search as usual
+            continue
+        for value in values:
+            try:
+                spent = int(json.loads(value)["max_examples"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            if spent >= settings.default.max_examples:
+                _SKIPPED.append(name)
+                return True
+    return False
+
+
+def skipped_note() -> str:
+    """`` (...)`` for a triage whose last follow-up search was skipped, else ''."""
+    if not _SKIPPED:
+        return ""
+    source = _SKIPPED[-1]
+    _SKIPPED.clear()
+    return (f" (that search was made by an earlier run of this implementation, recorded in "
+            f"{source}: not made again)")
 
 
 def note(source: str) -> str:

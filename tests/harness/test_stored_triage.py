@@ -115,3 +115,25 @@ def test_an_edited_implementation_is_explained_afresh(tmp_path, redis_server):  
     assert "known failure" not in again.stdout
     (bug,) = _summary_bugs(second)
     assert bug["trigger"] != MARKER and bug["trigger"].startswith("fails when")
+
+
+def test_a_follow_up_search_that_found_nothing_is_not_made_again(tmp_path, redis_server):  # noqa: F811
+    import redis
+
+    db = f"{redis_server}/6"
+    redis.Redis.from_url(db).flushdb()
+    first, second = tmp_path / "ci", tmp_path / "laptop"
+    first.mkdir()
+    (first / "mine.py").write_text(MINE)
+    two = ("-k", "test_grad_input and conv2d]", "--conv-max-bugs", "2", "-p", "no:randomly")
+    found = conv_harness(first, "--impl", "mine.py", *two, *SEARCH, "--conv-db", db)
+    assert found.returncode == 1, found.stdout[-3000:] + found.stderr[-3000:]
+    assert "found nothing else" in found.stdout and "not made again" not in found.stdout
+
+    _second_machine(second)
+    (second / "mine.py").write_text(MINE)
+    again = conv_harness(second, "--impl", "mine.py", *two, *REPLAY, env={"CONV_DB": db})
+    assert again.returncode == 1, again.stdout[-3000:] + again.stderr[-3000:]
+    assert ("found nothing else (that search was made by an earlier run of this "
+            f"implementation, recorded in {db}: not made again)") in again.stdout
+    assert f"replayed 1 known failure of mine.py from {db}" in again.stdout
