@@ -254,7 +254,7 @@ def supervise(args: list[str], spec: str, out: IO[str] = sys.stdout) -> int:
     since = time.time()
     out.flush()
     child = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True, bufsize=1, process_group=0)
+                             text=True, bufsize=1, start_new_session=True)
     relay = Relay(child.stdout, out)
     relay.start()
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -287,8 +287,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError:
         print(f"harness.fuzz: HypoFuzz is not installed: {HYPOFUZZ_INSTALL}", file=sys.stderr)
         return 4
-    if "-d" in split_args(argv)[0] or "--dashboard-only" in split_args(argv)[0]:
-        from harness.cli import run_in_place  # the dashboard alone: nothing to supervise
+    if os.name != "posix" or {"-d", "--dashboard-only"} & set(split_args(argv)[0]):
+        # the dashboard alone: nothing to supervise; elsewhere than POSIX, no process groups
+        from harness.cli import run_in_place
         return run_in_place(command(argv))
     return supervise(command(argv), database_spec(split_args(argv)[1]))
 

@@ -69,6 +69,7 @@ def _leaves(database: ExampleDatabase | None) -> Iterator[tuple[ExampleDatabase,
     if id(database) in _NAMES:
         yield database, _NAMES[id(database)]
         return
+    # Hypothesis's wrappers keep what they wrap in ``_wrapped`` (no public accessor)
     if isinstance(database, MultiplexedDatabase):
         for inner in reversed(database._wrapped):  # (local, shared): the shared one first
             yield from _leaves(inner)
