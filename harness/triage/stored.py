@@ -81,6 +81,34 @@ def _leaves(database: ExampleDatabase | None) -> Iterator[tuple[ExampleDatabase,
         yield database, type(database).__name__
 
 
+def _save(key: bytes, entry: dict[str, Any]) -> None:
+    """Save ``entry`` (JSON) under ``key`` in the run's example database, if it has one."""
+    database = settings.default.database
+    if database is None:
+        return
+    try:
+        database.save(key, json.dumps(entry, sort_keys=True).encode())
+    except Exception:  # noqa: BLE001 - a database that cannot be written only costs time
+        pass
+
+
+def _entries(key: bytes) -> Iterator[tuple[dict[str, Any], str]]:
+    """Each JSON entry under ``key``, with the name of the database that holds it (the
+    shared one first); unreadable databases and entries are passed over."""
+    for database, name in _leaves(settings.default.database):
+        try:
+            values = list(database.fetch(key))
+        except Exception:  # noqa: BLE001 - an unreadable database: work as without it
+            continue
+        for value in values:
+            try:
+                entry = json.loads(value)
+            except ValueError:
+                continue
+            if isinstance(entry, dict):
+                yield entry, name
+
+
 def source_digest(target_object: Any) -> str:
     """A digest of the source file that defines an implementation ('' if none is found)."""
     try:
@@ -111,17 +139,10 @@ def _minimal(failure: str, function: str | None, op: str, params: dict[str, Any]
 def remember(test_key: bytes, target_object: Any, bug: Bug, explanation: Explanation) -> None:
     """Store a freshly explained bug (before its script is verified: a recalled bug is
     verified again) in the run's example database."""
-    database = settings.default.database
-    if database is None:
-        return
     raw = bug.to_json()
     raw.pop("report", None)
     raw[_CALLS] = explanation.calls
-    try:
-        database.save(triage_key(test_key, target_object),
-                      json.dumps(raw, sort_keys=True).encode())
-    except Exception:  # noqa: BLE001 - a database that cannot be written only costs time
-        pass
+    _save(triage_key(test_key, target_object), raw)
 
 
 def recall(test_key: bytes, target_object: Any, failure: str, function: str | None, op: str,
@@ -134,25 +155,18 @@ def recall(test_key: bytes, target_object: Any, failure: str, function: str | No
     """
     wanted = _minimal(failure, function, op, json.loads(json.dumps(params, default=list)),
                       layouts)
-    key = triage_key(test_key, target_object)
-    for database, name in _leaves(settings.default.database):
+    for raw, name in _entries(triage_key(test_key, target_object)):
         try:
-            values = list(database.fetch(key))
-        except Exception:  # noqa: BLE001 - an unreadable database: explain as usual
-            continue
-        for value in values:
-            try:
-                raw = json.loads(value)
-                if _minimal(raw["failure"], raw.get("function"), raw["op"], raw["params"],
-                            raw.get("layouts", {})) != wanted:
-                    continue
-                bug = Bug.from_json({**raw, "check": check, "checks": [check], "also": [],
-                                     "reproduces_alone": None})
-            except (ValueError, KeyError, TypeError):
-                continue  # another version's entry: not ours to read
-            _RECALLED.append((raw, name))
-            return bug, Explanation(rows=tuple(bug.explanation), trigger=tuple(bug.conditions),
-                                    calls=int(raw.get(_CALLS, 0)))
+            if _minimal(raw["failure"], raw.get("function"), raw["op"], raw["params"],
+                        raw.get("layouts", {})) != wanted:
+                continue
+            bug = Bug.from_json({**raw, "check": check, "checks": [check], "also": [],
+                                 "reproduces_alone": None})
+        except (ValueError, KeyError, TypeError):
+            continue  # another version's entry: not ours to read
+        _RECALLED.append((raw, name))
+        return bug, Explanation(rows=tuple(bug.explanation), trigger=tuple(bug.conditions),
+                                calls=int(raw.get(_CALLS, 0)))
     return None
 
 
@@ -162,33 +176,18 @@ def _searched_key(search_key: bytes, target_object: Any) -> bytes:
 
 def remember_searched(search_key: bytes, target_object: Any) -> None:
     """Record that the search ``search_key`` (a follow-up's) found nothing in its examples."""
-    database = settings.default.database
-    if database is None:
-        return
-    try:
-        database.save(_searched_key(search_key, target_object),
-                      json.dumps({"max_examples": settings.default.max_examples}).encode())
-    except Exception:  # noqa: BLE001 - a database that cannot be written only costs time
-        pass
+    _save(_searched_key(search_key, target_object),
+          {"max_examples": settings.default.max_examples})
 
 
 def searched_before(search_key: bytes, target_object: Any) -> bool:
     """Whether an earlier run recorded that this search found nothing, spending at least
     as many examples as this run would; if so, the report's `skipped_note` names where."""
-    key = _searched_key(search_key, target_object)
-    for database, name in _leaves(settings.default.database):
-        try:
-            values = list(database.fetch(key))
-        except Exception:  # noqa: BLE001 - an unreadable database: search as usual
-            continue
-        for value in values:
-            try:
-                spent = int(json.loads(value)["max_examples"])
-            except (ValueError, KeyError, TypeError):
-                continue
-            if spent >= settings.default.max_examples:
-                _SKIPPED.append(name)
-                return True
+    for entry, name in _entries(_searched_key(search_key, target_object)):
+        spent = entry.get("max_examples")
+        if isinstance(spent, int) and spent >= settings.default.max_examples:
+            _SKIPPED.append(name)
+            return True
     return False
 
 

@@ -60,6 +60,21 @@ def _summary_bugs(folder: Path) -> list[dict]:
     return [bug for impl in summary["implementations"] for bug in impl["bugs"]]
 
 
+def _first_machine(tmp_path: Path, server: str, n: int, *args: str):
+    """(database, the first folder, the second) after a run of `MINE` in the first with
+    ``args`` against the server's database ``n``, emptied first."""
+    import redis
+
+    db = f"{server}/{n}"
+    redis.Redis.from_url(db).flushdb()
+    first, second = tmp_path / "ci", tmp_path / "laptop"
+    first.mkdir()
+    (first / "mine.py").write_text(MINE)
+    found = conv_harness(first, "--impl", "mine.py", *args, *SEARCH, "--conv-db", db)
+    assert found.returncode == 1, found.stdout[-3000:] + found.stderr[-3000:]
+    return db, first, second, found
+
+
 def _second_machine(folder: Path) -> None:
     folder.mkdir()
     (folder / "replay_only.py").write_text(REPLAY_ONLY)
@@ -97,15 +112,7 @@ def test_a_known_failure_is_replayed_said_so_and_rebuilt_from_the_stored_triage(
 
 
 def test_an_edited_implementation_is_explained_afresh(tmp_path, redis_server):  # noqa: F811
-    import redis
-
-    db = f"{redis_server}/4"
-    redis.Redis.from_url(db).flushdb()
-    first, second = tmp_path / "ci", tmp_path / "laptop"
-    first.mkdir()
-    (first / "mine.py").write_text(MINE)
-    found = conv_harness(first, "--impl", "mine.py", *ONE_BUG, *SEARCH, "--conv-db", db)
-    assert found.returncode == 1, found.stdout[-3000:] + found.stderr[-3000:]
+    db, first, second, _ = _first_machine(tmp_path, redis_server, 4, *ONE_BUG)
     _mark_stored_triggers(db)
 
     _second_machine(second)
@@ -118,16 +125,8 @@ def test_an_edited_implementation_is_explained_afresh(tmp_path, redis_server):  
 
 
 def test_a_follow_up_search_that_found_nothing_is_not_made_again(tmp_path, redis_server):  # noqa: F811
-    import redis
-
-    db = f"{redis_server}/6"
-    redis.Redis.from_url(db).flushdb()
-    first, second = tmp_path / "ci", tmp_path / "laptop"
-    first.mkdir()
-    (first / "mine.py").write_text(MINE)
     two = ("-k", "test_grad_input and conv2d]", "--conv-max-bugs", "2", "-p", "no:randomly")
-    found = conv_harness(first, "--impl", "mine.py", *two, *SEARCH, "--conv-db", db)
-    assert found.returncode == 1, found.stdout[-3000:] + found.stderr[-3000:]
+    db, first, second, found = _first_machine(tmp_path, redis_server, 6, *two)
     assert "found nothing else" in found.stdout and "not made again" not in found.stdout
 
     _second_machine(second)
