@@ -152,7 +152,15 @@ def main(argv: list[str] | None = None) -> int:
                 note = f"  [{name}, {label}, round {round_ + 1}] load: {load()}"
                 print(note, flush=True)
                 out.append(note)
-                runs[label].append(run_once(trees[label], spec, options.workers, extra))
+                result = run_once(trees[label], spec, options.workers, extra)
+                runs[label].append(result)
+                # each run as it ends, so that a run cut short keeps what it measured
+                line = (f"  [{name}, {label}] wall {result.wall:.1f} s, {result.examples} "
+                        f"examples, {result.calls} calls, {result.verdict} ({result.bugs} "
+                        "bugs); " + ", ".join(f"{p} {v:.1f} s"
+                                              for p, v in result.phases.items()))
+                print(line, flush=True)
+                out.append(line)
         lines = table(name, expected, runs)
         print("\n".join(lines), flush=True)
         out += lines
