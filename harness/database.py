@@ -31,6 +31,12 @@ Hypothesis uses no database in a derandomised run (the ``ci`` profile:
 replays the database, then searches at random), and with a seed it is a
 usage error: the seed would silently switch the shared database off.
 
+What a run learned travels with the examples: each explained bug is stored
+beside them (harness/triage/stored.py), so a run that replays a known failure
+rebuilds its entry instead of explaining it again, and says so at its end,
+bug by bug (`known_failure_lines`: "replayed 2 known failures of mine.py
+from redis://ci-db:6379/0").
+
 This module is a ``pytest11`` entry point (``conv_harness_database``).
 """
 
@@ -38,17 +44,30 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
 from hypothesis.database import (DirectoryBasedExampleDatabase, ExampleDatabase,
                                  MultiplexedDatabase, ReadOnlyDatabase)
 
+from harness.triage import stored
+
 ENV = "CONV_DB"
 ENV_READ_ONLY = "CONV_DB_READ_ONLY"
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 REDIS_INSTALL = "pip install 'conv-harness[redis]'  (or: pip install redis)"
 SHARED = pytest.StashKey[str]()
+#: the user property a test's recalled bugs travel in, from worker to controller
+KNOWN = "conv_harness_known"
+_KNOWN = pytest.StashKey[list]()
+
+
+#: the Redis databases this process opened, by spec: one object per server, because
+#: Hypothesis's RedisExampleDatabase compares equal only over the same client, and
+#: HypoFuzz fuzzes only tests whose database equals the default one (a session that
+#: configures twice in one process would otherwise skip every test, "differing_database")
+_REDIS: dict[str, ExampleDatabase] = {}
 
 
 class DatabaseSpecError(Exception):
@@ -79,6 +98,8 @@ def open_database(spec: str, base: Path | None = None) -> ExampleDatabase:
     error at start-up, not a silent run without its database.
     """
     if is_redis(spec):
+        if spec in _REDIS:
+            return _REDIS[spec]
         try:
             import redis
             from hypothesis.extra.redis import RedisExampleDatabase
@@ -91,7 +112,8 @@ def open_database(spec: str, base: Path | None = None) -> ExampleDatabase:
         except (redis.RedisError, ValueError) as exc:
             raise DatabaseSpecError(f"--conv-db {spec}: cannot use the Redis server: "
                                     f"{exc}") from None
-        return RedisExampleDatabase(client)
+        _REDIS[spec] = RedisExampleDatabase(client)
+        return _REDIS[spec]
     path = Path(spec).expanduser()
     if not path.is_absolute() and base is not None:
         path = base / path
@@ -124,6 +146,7 @@ def run_database(shared: ExampleDatabase, local: ExampleDatabase | None,
 
 @pytest.hookimpl(trylast=True)  # after Hypothesis's plugin has loaded --hypothesis-profile
 def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(KnownFailures(), "conv_harness_known_failures")
     spec, read_only = requested(config)
     if spec is None:
         if read_only:
@@ -137,6 +160,7 @@ def pytest_configure(config: pytest.Config) -> None:
         shared = open_database(spec, Path(config.invocation_params.dir))
     except DatabaseSpecError as exc:
         raise pytest.UsageError(str(exc)) from None
+    stored.name_database(shared, spec)
     current = settings.default
     local = current.database
     if current.derandomize or local is None:
@@ -155,3 +179,62 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> str | None:
     shared = config.stash.get(SHARED, None)
     return f"conv-harness shared example database: {shared}" if shared else None
+
+
+# -- known failures: what the run rebuilt from stored triage, said at its end ---------
+
+class KnownFailures:
+    """Gathers the bugs each test rebuilt from stored triage, and names them at the end."""
+
+    def __init__(self) -> None:
+        self.entries: list[dict[str, Any]] = []
+
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        stored.take_recalled()  # nothing left over from an earlier test of this process
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        report = yield
+        if call.when == "call":
+            recalled = stored.take_recalled()
+            callspec = getattr(item, "callspec", None)
+            target = callspec.params.get("target") if callspec else None
+            spec = getattr(getattr(target, "impl", None), "spec", None)
+            if recalled and spec is not None:
+                report.user_properties.append(
+                    (KNOWN, [{"impl": spec, "bug": raw, "source": source}
+                             for raw, source in recalled]))
+        return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for key, value in report.user_properties:
+            if key == KNOWN:
+                self.entries += value
+
+    @pytest.hookimpl(trylast=True)  # after the run summary
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        for line in known_failure_lines(self.entries):
+            terminalreporter.write_line(line)
+
+
+def known_failure_lines(entries: list[dict[str, Any]]) -> list[str]:
+    """"replayed N known failures of SPEC from SOURCE ...:", then one line per distinct bug."""
+    from harness.checks.registry import REGISTRY
+    from harness.triage.catalog import Bug, merge
+
+    grouped: dict[tuple[str, str], list[Bug]] = {}
+    for entry in entries:
+        grouped.setdefault((entry["impl"], entry["source"]), []).append(
+            Bug.from_json(entry["bug"]))
+    lines = []
+    for (spec, source), bugs in grouped.items():
+        distinct = merge(bugs, list(REGISTRY))
+        n = len(distinct)
+        lines.append(f"replayed {n} known failure{'s' if n != 1 else ''} of {spec} from "
+                     f"{source} (explained by an earlier run, not explained again; "
+                     "scripts verified again):")
+        for i, bug in enumerate(distinct, 1):
+            where = f" ({bug.function})" if bug.function else ""
+            lines.append(f"  {i}. {bug.failure}{where}, seen by {', '.join(bug.checks)}: "
+                         f"{bug.problem.describe()}; {bug.trigger}")
+    return lines

@@ -48,6 +48,7 @@ from harness.running.target import Target
 from harness.triage import causes, evidence
 from harness.triage.catalog import Bug, part_of, signature
 from harness.triage.explain import explain, failure_probe
+from harness.triage import stored
 from harness.triage.history import HISTORY, history_dependent, verify_alone
 
 DEFAULT_MAX_BUGS = 3
@@ -108,13 +109,18 @@ def follow_up(target: Target, check: str, known: list[Bug]) -> list[suite.Found]
     def search(data: st.DataObject) -> None:
         suite.run(target, check, data, known=excluded)
 
-    _set_key(search, database_key(target, check, known))
+    key = database_key(target, check, known)
+    if stored.searched_before(key, target.impl.target):
+        return []  # an earlier run sharing the database found nothing here
+    _set_key(search, key)
     suite.FOUND.clear()
     causes.BOOK.freeze()  # what other searches found by now is excluded from this one
     try:
         search()
     except Exception:  # noqa: BLE001 - what it found is in FOUND; anything else ends the search
         return _take_found()
+    if not suite.Budget.spent():  # every example was run
+        stored.remember_searched(key, target.impl.target)
     return []
 
 
@@ -134,17 +140,31 @@ def describe(found: suite.Found, print_script: bool = False) -> Bug:
     known = attribute(target, bug, failure, case)
     if known is not None:
         return _as_sighting(found, bug, known)
-    caps = (target.impl.capabilities_for((failure.function,)) if failure.function
-            else suite.check_capabilities(target, found.check))
-    probe = failure_probe(target.impl, failure, target.timeout)
-    if failure.check in evidence.VALUE_KINDS and failure.function and not bug.evidence.get(
-            "precision"):
-        probe = evidence.beyond_rounding(probe, target.impl, failure.function, target.timeout)
-    explanation = explain(case, probe, caps)
-    bug.trigger, bug.conditions = explanation.one_line(), list(explanation.trigger)
-    bug.explanation = list(explanation.rows)
+    key = database_key(target, found.check)
+    recalled = stored.recall(key, target.impl.target, failure.check, failure.function,
+                             case.problem.op, case.problem.params(), dict(case.layouts),
+                             found.check)
+    note = ""
+    if recalled is not None:  # explained by an earlier run sharing the database
+        old, explanation = recalled
+        bug.trigger, bug.conditions = old.trigger, list(old.conditions)
+        bug.explanation = list(old.explanation)
+        note = "\n" + stored.note(stored.last_source())
+    else:
+        caps = (target.impl.capabilities_for((failure.function,)) if failure.function
+                else suite.check_capabilities(target, found.check))
+        probe = failure_probe(target.impl, failure, target.timeout)
+        if failure.check in evidence.VALUE_KINDS and failure.function and not \
+                bug.evidence.get("precision"):
+            probe = evidence.beyond_rounding(probe, target.impl, failure.function,
+                                             target.timeout)
+        explanation = explain(case, probe, caps)
+        bug.trigger, bug.conditions = explanation.one_line(), list(explanation.trigger)
+        bug.explanation = list(explanation.rows)
     bug.cause = causes.new_id()
-    bug.report = _bug_text(found, bug.trigger, explanation, print_script)
+    if recalled is None:
+        stored.remember(key, target.impl.target, bug, explanation)
+    bug.report = _bug_text(found, bug.trigger, explanation, print_script) + note
     causes.BOOK.publish(target.impl.spec, bug)
     return bug
 
@@ -230,6 +250,7 @@ def triage(target: Target, check: str, first: list[suite.Found], max_bugs: int,
         if not found:
             stop = ("a further search, with the bugs above not counted, found nothing else"
                     if len(bugs) == len(known) else "no further distinct bug found")
+            stop += stored.skipped_note()
             break
         bug = describe(found[0], print_script)
         if bug.sighting:

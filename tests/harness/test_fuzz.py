@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.conftest import PROJECT_ROOT
+from tests.harness.conftest import PROJECT_ROOT  # noqa: F401
+from tests.harness.test_database import redis_server  # noqa: F401  (a fixture)
 
 SELECT = ("--impl", "conv_impl.tutorial", "-k", "test_grad_input and conv2d]")
 #: the follow-up's profile: the database's examples, shrunk, and no search of its own
@@ -177,3 +178,91 @@ def test_a_short_campaign_finds_the_tutorials_bug_and_the_follow_up_writes_its_c
     summary = json.loads((follow_up / ".conv-failures" / "summary.json").read_text())
     (impl,) = summary["implementations"]
     assert impl["verdict"] == "failed" and impl["bugs"]
+
+
+# -- campaigns on a Redis database, ^C, nothing to fuzz (harness/fuzz.py's supervisor) ------
+
+def test_the_supervisor_drops_hypofuzzs_claim_and_notes_when_nothing_was_collected():
+    """No HypoFuzz needed: the relay of the campaign's output."""
+    import io
+
+    from harness import fuzz
+
+    out = io.StringIO()
+    relay = fuzz.Relay(io.StringIO("using 1 process to fuzz 1 test\n"
+                                   f"{fuzz.HYPOFUZZ_CLAIM}\n"), out)
+    relay.run()
+    assert out.getvalue() == "using 1 process to fuzz 1 test\n" and not relay.nothing.is_set()
+    out = io.StringIO()
+    relay = fuzz.Relay(io.StringIO(
+        f"collecting tests... {fuzz.NOTHING_COLLECTED}\n= test session starts =\n"
+        "t.py::test_a[x] (because: {'status_reason': 'sets_derandomize'})\n"
+        "t.py::test_b[x] (because: {'status_reason': 'sets_derandomize'})\n"
+        "Traceback (most recent call last):\nIndexError: list index out of range\n"
+        f"{fuzz.HYPOFUZZ_CLAIM}\n"), out)
+    relay.run()
+    assert relay.nothing.is_set() and out.getvalue() == "collecting tests...\n"
+    line = fuzz.nothing_to_fuzz_line(relay.reasons)
+    assert "\n" not in line and "sets_derandomize: 2" in line
+    assert "--hypothesis-profile dev or thorough" in line
+
+
+def _campaign(python: str, folder: Path, *suite: str) -> subprocess.Popen:
+    folder.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("CONV_IMPL", "CONV_DB", "HYPOTHESIS_PROFILE", "PYTEST_ADDOPTS")}
+    return subprocess.Popen([python, "-m", "harness.fuzz", "-n", "1", "--no-dashboard", "--",
+                             *SELECT, *suite], cwd=folder, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def _output(process: subprocess.Popen, limit: float = 120) -> str:
+    try:
+        out, _ = process.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        _stop(process)
+        out, _ = process.communicate()
+        pytest.fail(f"the campaign did not end within {limit:.0f}s:\n{out[-4000:]}")
+    return out
+
+
+def test_a_campaign_on_redis_fuzzes_finds_the_bug_and_ctrl_c_ends_it_with_a_summary(
+        tmp_path, redis_server):  # noqa: F811
+    import redis
+
+    python = _fuzz_python()
+    url = f"{redis_server}/5"
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    process = _campaign(python, tmp_path / "fuzz-machine", "--conv-db", url)
+    start = time.monotonic()
+    found = False
+    while time.monotonic() - start < CAMPAIGN_LIMIT and process.poll() is None:
+        found = any(b"hypofuzz.failures" in key for key in client.keys("hypothesis-example:*"))
+        if found:
+            break
+        time.sleep(1)
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGINT)  # ^C, as a terminal sends it to the group
+    output = _output(process)
+    assert found, f"no failure in {url} after {time.monotonic() - start:.0f}s:\n{output[-4000:]}"
+    assert "differing_database" not in output and "no Hypothesis tests found" not in output
+    for noise in ("Traceback", "KeyboardInterrupt", "Aborted!", "Found a failing input"):
+        assert noise not in output, output[-4000:]
+    assert (f"harness.fuzz: campaign stopped: 1 of 1 fuzzed tests have a failing input, "
+            f"saved in {url}") in output, output[-4000:]
+    assert "test_grad_input[conv_impl.tutorial-conv2d]: " in output
+    assert process.returncode == 1
+
+
+def test_a_campaign_with_nothing_to_fuzz_says_what_to_use_instead(tmp_path):
+    python = _fuzz_python()
+    # a derandomised profile: HypoFuzz skips every test
+    process = _campaign(python, tmp_path / "fuzz-machine", "--hypothesis-profile", "ci")
+    output = _output(process)
+    assert process.returncode == 4, output[-4000:]
+    lines = [line for line in output.splitlines() if line.startswith("harness.fuzz:")]
+    assert len(lines) == 1 and "nothing to fuzz" in lines[0], output[-4000:]
+    assert "--hypothesis-profile dev or thorough" in lines[0]
+    for noise in ("Traceback", "Found a failing input", "no Hypothesis tests found"):
+        assert noise not in output, output[-4000:]
