@@ -170,7 +170,8 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--conv-budget {budget:g}: must be 0 (none) or more seconds")
     config.pluginmanager.register(Summary(impls, failures_dir(config)), "conv_harness_summary")
     config.pluginmanager.register(BugSearch(max_bugs, config.getoption("--conv-print-scripts"),
-                                            budget or None), "conv_harness_bug_search")
+                                            budget or None, failures_dir(config)),
+                                  "conv_harness_bug_search")
 
 
 def _pin_problems(config: pytest.Config) -> None:

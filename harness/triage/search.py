@@ -336,8 +336,9 @@ class BugSearch:
     """The pytest side: database keys, follow-up searches, and the test's report."""
 
     def __init__(self, max_bugs: int = DEFAULT_MAX_BUGS, print_scripts: bool = False,
-                 budget: float | None = None):
+                 budget: float | None = None, failures_dir: Path | None = None):
         self.max_bugs = max_bugs
+        self.failures_dir = failures_dir  # the run's failures folder (the plugin's option)
         self.print_scripts = print_scripts
         self.budget = budget
 
@@ -379,8 +380,9 @@ class BugSearch:
         return result
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        from harness.plugin import failures_dir
-        folder = failures_dir(session.config)
+        folder = self.failures_dir
+        if folder is None:
+            return  # constructed without a folder (a unit test): no run-wide book
         if not hasattr(session.config, "workerinput"):
             causes.new_run(folder)  # the controller, before any worker starts
         causes.BOOK.open(folder)
