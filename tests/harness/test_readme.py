@@ -76,8 +76,6 @@ def test_links_point_to_files(page):
         if "://" in target:
             continue
         path = (source.parent / target).resolve()
-        relative = path.relative_to(PROJECT_ROOT).as_posix() if path.is_relative_to(
-            PROJECT_ROOT) else str(path)
         if not path.exists():
             missing.append(target)
     assert not missing, f"{page} links to missing files: {missing}"
