@@ -43,6 +43,11 @@ def new_run(failures_dir: Path) -> str:
     return run
 
 
+def end_run(failures_dir: Path) -> None:
+    """Remove the run's record (on the controller, once every worker has finished)."""
+    shutil.rmtree(failures_dir / FOLDER, ignore_errors=True)
+
+
 def new_id() -> str:
     return uuid.uuid4().hex[:12]
 

@@ -387,6 +387,12 @@ class BugSearch:
             causes.new_run(folder)  # the controller, before any worker starts
         causes.BOOK.open(folder)
 
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """The controller removes the run's book of causes: it only served the run's
+        searches, and the failures folder holds case files, scripts and the summary."""
+        if self.failures_dir is not None and not hasattr(session.config, "workerinput"):
+            causes.end_run(self.failures_dir)
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report_ = yield

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.descriptor import format_descriptor
 from harness.checks.registry import run_check
 from harness.problem import ConvCase, ConvProblem
 from harness.reporting.failures import (
@@ -177,6 +178,8 @@ def test_report_names_check_parameters_error_tolerance_and_where_the_script_is(t
     assert lines[0] == ("conv_impl.tutorial conv2d: check 'grad_input' failed "
                         "(grad_input against torch autograd's)")
     assert lines[1] == f"parameters: {p.describe()}"
+    assert lines[2] == f"benchdnn:   {format_descriptor(p)}"
+    del lines[2]  # the rest as before the benchdnn line
     assert lines[2].startswith("layouts: x=F")
     assert lines[3].startswith("grad_input: ") and " of 16 elements off; largest error " in lines[3]
     assert " at index (0, 0, " in lines[3] and ": got " in lines[3] and ", expected " in lines[3]
