@@ -538,8 +538,12 @@ def _problems(draw, op: str, caps: Capabilities, b: Bounds) -> ConvProblem:
         return arch is not None and (len(set(arch.value(feature))) == 1 or not squares)
 
     kernel = sizes.kernel(axes, square)
-    kernel = sizes.replace_kernel(kernel, _kept(draw, arch, "kernel", kernel, fits("kernel"),
-                                                squares))
+    # an archetype's kernel within the bounds' largest: the large tier's where there
+    # is one (a 7x7 stem in any problem), else the tiny bound (--conv-budget dropped
+    # the large tier: no archetype brings its kernels back)
+    top = b.large.kernel if b.large is not None else b.kernel
+    kernel = sizes.replace_kernel(kernel, tuple(
+        min(k, top) for k in _kept(draw, arch, "kernel", kernel, fits("kernel"), squares)))
     stride = _per_axis(draw, _ints(1, b.stride), axes, square)
     stride = _kept(draw, arch, "stride", stride, fits("stride"), squares)
     padding = _per_axis(draw, _ints(0, b.padding), axes, square)
