@@ -9,6 +9,7 @@ kind from a drawn seed (see `draw_array`).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import numpy as np
 from hypothesis import event
@@ -151,8 +152,12 @@ def conv_cases(
     *,
     capabilities: Capabilities | None = None,
     bounds: Bounds | None = None,
+    where: Callable[[ConvProblem], bool] | None = None,
 ) -> st.SearchStrategy[ConvCase]:
     """Whole cases: a valid problem for ``op``, its values and memory layouts.
+
+    ``capabilities``, ``bounds`` and ``where`` choose the problem as in
+    `conv_problems`.
 
     Usable from your own tests::
 
@@ -164,7 +169,7 @@ def conv_cases(
             y = my_conv2d(case.x, case.weight, case.bias, **case.problem.kwargs())
     """
     caps = capabilities if capabilities is not None else Capabilities()
-    problems = conv_problems(op, capabilities=caps, bounds=bounds)
+    problems = conv_problems(op, capabilities=caps, bounds=bounds, where=where)
     flat = caps.for_op(op) if isinstance(caps, Capabilities) else caps
 
     @st.composite

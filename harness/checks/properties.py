@@ -567,13 +567,33 @@ SMALL_BOUNDS = {1: dict(kernel=3, stride=3, padding=2, dilation=2, outputs=4, ba
                         groups=2, channels_per_group=1)}
 
 
+#: The most array elements the finite-difference check builds for one case: it
+#: perturbs every element of x (and of w) on its own, one batch row (output
+#: channel) per perturbation, so its arrays grow with the square of an image's
+#: (a filter's) size. `SMALL_BOUNDS` stay far below it (measured: under 2**20); a given
+#: problem (``--conv-problem``) above it is not run by this check.
+FD_MAX_ELEMENTS = 2**23
+
+
+def fd_affordable(p: ConvProblem) -> bool:
+    """Whether the finite-difference check's arrays for ``p`` fit `FD_MAX_ELEMENTS`."""
+    x_image = p.in_channels * math.prod(p.input_size)
+    y_image = p.out_channels * math.prod(p.output_size)
+    w_filter = math.prod(p.shapes()["weight"][1:])
+    inputs = 2 * p.batch * x_image * max(x_image, y_image)
+    weights = 2 * p.out_channels * (w_filter + 1) * max(w_filter, p.batch * y_image)
+    return max(inputs, weights) <= FD_MAX_ELEMENTS
+
+
 def small_float64_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
-    """Small problems in float64 (else the widest dtype the implementation takes)."""
+    """Small problems in float64 (else the widest dtype the implementation takes);
+    given problems (``--conv-problem``) only where the check can afford them."""
     s = _strategies()
     widest = "float64" if "float64" in caps.dtypes else max(
         caps.dtypes, key=lambda d: np.dtype(d).itemsize)
     caps = dataclasses.replace(caps, dtypes=(widest,))
-    return s.conv_cases(op, capabilities=caps, bounds=s.Bounds(**SMALL_BOUNDS[_ndim(op)]))
+    return s.conv_cases(op, capabilities=caps, bounds=s.Bounds(**SMALL_BOUNDS[_ndim(op)]),
+                        where=fd_affordable)
 
 
 # ----------------------------------------------------------------------------
