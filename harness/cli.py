@@ -29,6 +29,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from harness.plugin import joined_path_options
+
 SUITE_DIR = Path(__file__).resolve().parent / "conformance"
 INI = SUITE_DIR / "pytest.ini"
 #: what the pytest11 entry points load, for a run with plugin autoloading disabled
@@ -44,7 +46,9 @@ def pytest_args(argv: Sequence[str], cwd: Path | None = None) -> list[str]:
     if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
         for plugin in PLUGINS:
             args += ["-p", plugin]
-    return [*args, *argv, str(SUITE_DIR)]
+    # ``--impl X`` as ``--impl=X``: inside HypoFuzz's pytest.main a separate path
+    # word would be a usage error (harness/plugin.py), and it is one word in any case
+    return [*args, *joined_path_options(argv), str(SUITE_DIR)]
 
 
 def command(argv: Sequence[str]) -> list[str]:

@@ -5,12 +5,14 @@ conftest.py, because pytest chooses its rootdir, config file and initial
 conftests from the command line *before* it reads any conftest: in
 ``pytest --impl /elsewhere/mine.py`` it first takes the path for a test path.
 An entry-point plugin is loaded early enough to declare the options and put
-that right (`_repair_path_options`).
+that right (`_rerun_with_joined_path_options`).
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -74,15 +76,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              "when torch does (opt-in: many implementations do not validate)")
 
 
-def _positional_option_values(args: list[str]) -> list[str]:
-    """The words given as separate values of our path options (``--impl X``)."""
-    return [args[i + 1] for i, word in enumerate(args[:-1]) if word in PATH_OPTIONS]
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]):
+    # a wrapper, first: around pytest's capture, which starts in this hook and would
+    # hold the replaced process's output
     _join_file_values(args)
-    _repair_path_options(early_config, args)
+    _rerun_with_joined_path_options(early_config)
+    return (yield)
 
 
 def _join_file_values(args: list[str]) -> None:
@@ -96,43 +96,61 @@ def _join_file_values(args: list[str]) -> None:
         i += 1
 
 
-def _repair_path_options(config: pytest.Config, args: list[str]) -> None:
-    """Undo pytest's early reading of ``--impl PATH`` as a test path.
+def path_values_read_as_test_paths(args: list[str], invocation_dir: Path) -> list[str]:
+    """The values of our path options given as separate words (``--impl X``) that
+    pytest took for test paths when it chose the rootdir and config file.
 
-    Before any plugin option is known, pytest chose the rootdir and config
-    file from all free words, the value of ``--impl /elsewhere/mine.py``
-    included, so the run would collect that file, lose this project's
-    settings and tests, and skip its conftest. Now that the options are known
-    the free words are right; if they differ, choose rootdir and config again
-    from them exactly as pytest does. (pytest has no public hook for this:
-    it sets the private attributes that `Config.parse` set.)
+    pytest chooses them before any plugin option is known, from the existing
+    paths among the free words: ``X`` is one of them. It can change the choice
+    wherever X lies but in the folder pytest runs in itself: the search for a
+    config file then starts from X's folder (outside, or a subfolder with a
+    config file of its own), not from the folder pytest runs in.
     """
-    from _pytest.config.findpaths import determine_setup
+    out = []
+    for option, value in zip(args, args[1:]):
+        if option in PATH_OPTIONS and not value.startswith("-"):
+            path = Path(invocation_dir, value)
+            if path.exists() and path.resolve().parent != Path(invocation_dir).resolve():
+                out.append(value)
+    return out
 
-    values = _positional_option_values(args)
-    ns = config.known_args_namespace
-    if not values:
+
+def joined_path_options(args: list[str]) -> list[str]:
+    """``args`` with each path option and its value as one word (``--impl=X``)."""
+    out: list[str] = []
+    words = iter(args)
+    for word in words:
+        value = next(words, None) if word in PATH_OPTIONS else None
+        out.append(word if value is None else f"{word}={value}")
+    return out
+
+
+def _rerun_with_joined_path_options(config: pytest.Config) -> None:
+    """Run pytest again with ``--impl=X`` where ``--impl X`` misled its choice of
+    rootdir and config file (see `path_values_read_as_test_paths`).
+
+    pytest offers no hook before that choice and documents the one-word form as
+    the way to give an option's value; so a command-line run becomes the same
+    command with the one-word forms (the process is replaced: same exit status,
+    same output), and a run inside another program (``pytest.main``), which
+    cannot be replaced, is a usage error that says what to write.
+    """
+    params = config.invocation_params
+    given = list(params.args)
+    misread = path_values_read_as_test_paths(given, params.dir)
+    if not misread:
         return
-    free = [word for word in ns.file_or_dir if word not in values]
-    ns.file_or_dir = free
-    rootpath, inipath, inicfg, ignored = determine_setup(
-        inifile=ns.inifilename, override_ini=ns.override_ini, args=free,
-        rootdir_cmd_arg=ns.rootdir or None, invocation_dir=config.invocation_params.dir)
-    if (rootpath, inipath) == (config.rootpath, config.inipath):
-        return
-    # The wrong config file's addopts were put in front of the arguments: swap them.
-    wrong_addopts = config.getini("addopts")
-    if wrong_addopts and args[:len(wrong_addopts)] == wrong_addopts:
-        del args[:len(wrong_addopts)]
-    config._rootpath = rootpath
-    config._inipath = inipath
-    config._inicfg = inicfg
-    config._ignored_config_files = ignored
-    config._inicache.clear()
-    config._parser.extra_info["rootdir"] = str(rootpath)
-    config._parser.extra_info["inifile"] = str(inipath)
-    ns.confcutdir = str(inipath.parent if inipath is not None else rootpath)
-    args[:0] = config.getini("addopts")
+    if sys.argv[1:] != given:
+        raise pytest.UsageError(
+            f"pytest reads {misread[0]} as a test path before it knows the option before "
+            f"it, and chooses the wrong rootdir and config file: write the option and its "
+            f"value as one word ({PATH_OPTIONS[0]}=PATH, as for any path option)")
+    command = [sys.executable, "-m", "pytest", *joined_path_options(given)]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if os.name == "posix":
+        os.execv(sys.executable, command)
+    raise SystemExit(subprocess.call(command, cwd=params.dir))
 
 
 def requested_specs(config: pytest.Config) -> list[str]:

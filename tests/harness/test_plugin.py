@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
 
 import pytest
 
+from harness.plugin import joined_path_options, path_values_read_as_test_paths
 from tests.harness.conftest import PROJECT_ROOT
 
 FORWARD_2D = ("-k", "test_forward and conv2d]", "-rA")
@@ -49,6 +52,38 @@ def test_a_file_outside_the_project_uses_this_projects_tests_and_settings(
         in result.stdout
     assert f"rootdir: {PROJECT_ROOT}" in result.stdout
     assert "configfile: pyproject.toml" in result.stdout
+
+
+def test_inside_pytest_main_a_misread_path_is_a_usage_error(tmp_path):
+    """A run that cannot be replaced by the one-word command says what to write."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "mine.py").write_text("from conv_impl.einsum import conv2d\n")
+    code = ("import sys, pytest; sys.exit(pytest.main(['-p', 'no:cacheprovider', "
+            f"'--impl', {str(elsewhere / 'mine.py')!r}, '-k', 'test_forward and conv2d]']))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "write the option and its value as one word (--impl=PATH" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("args, misread", [
+    (["--impl", "conv_impl.einsum"], []),  # a dotted name: no path
+    (["--impl", "setup.py"], []),  # in the folder itself: the same choice
+    (["--impl", "conv_impl/einsum.py"], ["conv_impl/einsum.py"]),
+    (["--conv-failures", "no/such/folder"], []),  # pytest ignores paths that do not exist
+    (["--conv-failures=/tmp", "-k", "/tmp"], []),
+    (["--replay", "/tmp", "--impl", "x"], ["/tmp"]),
+])
+def test_which_values_pytest_reads_as_test_paths(args, misread):
+    assert path_values_read_as_test_paths(args, PROJECT_ROOT) == misread
+
+
+def test_path_options_joined_to_one_word():
+    assert joined_path_options(["-n", "2", "--impl", "a.py", "--impl=b", "--replay", "c",
+                                "-k", "x"]) == [
+        "-n", "2", "--impl=a.py", "--impl=b", "--replay=c", "-k", "x"]
 
 
 def test_two_implementations_one_failing_one_passing(run_pytest):
