@@ -420,15 +420,13 @@ def _own_failure(item: pytest.Item, impl: Implementation, replay: ReplayCase,
     from harness import suite
     from harness.running.target import Target
     from harness.reporting.summary import REPLAYED
-    from harness.triage.history import verify_alone
-    from harness.triage.search import BUGS, describe
+    from harness.triage.search import BUGS, describe_and_verify
 
     target = Target(impl, replay.case.problem.op, timeout, failures_dir)
     text = suite.failure_text(impl.spec, replay.case, failure, replay.ran)
     case_file = suite.save_failure(target, failure, replay.ran, text, replay.case)
-    bug = describe(suite.Found(target, replay.ran, failure, replay.case, text, case_file))
-    if not bug.sighting:  # a new cause: its script is verified as any search's is
-        verify_alone(target, [bug])
+    bug = describe_and_verify(suite.Found(target, replay.ran, failure, replay.case, text,
+                                          case_file))
     item.stash[BUGS] = [bug.to_json()]
     item.stash[REPLAYED] = (impl.name, target.op, replay.ran)
     recorded = replay.record.get("impl")

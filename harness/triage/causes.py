@@ -78,7 +78,9 @@ class CauseBook:
             atomic_write(self.folder / name, json.dumps(raw), durable=False)
         except OSError:
             return
-        self.records[name] = (spec, bug)
+        # a copy, as every other process reads it: the finder's own Bug changes after
+        # publishing (its script verified alone may make it a history bug)
+        self.records[name] = (spec, Bug.from_json(raw["bug"]))
 
     def freeze(self) -> None:
         """Read the folder now, and let `known` give what it held until the next freeze:

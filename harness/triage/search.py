@@ -169,6 +169,19 @@ def describe(found: suite.Found, print_script: bool = False) -> Bug:
     return bug
 
 
+def describe_and_verify(found: suite.Found, print_script: bool = False) -> Bug:
+    """`describe` a shrunk failure and, when it is a new cause, run its saved script
+    alone in a fresh process (harness/triage/history.py's `verify_alone`: a script
+    that passes there makes it a ``history`` bug). A sighting is not run: its
+    script, where it has one, stands for a cause verified where it was found.
+    The one step from a failure to a bug, for searches (`triage`) and regression
+    replays (harness/replay.py) alike."""
+    bug = describe(found, print_script)
+    if not bug.sighting:
+        verify_alone(found.target, [bug])
+    return bug
+
+
 def attribute(target: Target, bug: Bug, failure, case) -> Bug | None:
     """The known cause ``bug`` is a symptom of, if any (harness/triage/catalog.py's rules)."""
     for record in causes.BOOK.known(target.impl.spec, fresh=True):
@@ -233,11 +246,12 @@ def triage(target: Target, check: str, first: list[suite.Found], max_bugs: int,
            print_script: bool = False) -> tuple[list[Bug], str]:
     """The bugs of one check: the first found, then follow-up searches; and why it stopped.
 
-    Findings attributed to a cause known run-wide are kept (listed under that
+    Each finding is described and, a new cause, verified alone as it comes
+    (`describe_and_verify`), before the next search. Findings attributed to a cause known run-wide are kept (listed under that
     cause's entry) but do not count towards ``max_bugs`` nor enter the
     follow-ups' exclusions: the run-wide book covers them, with their evidence.
     """
-    bugs = [describe(found, print_script) for found in first[:1]]
+    bugs = [describe_and_verify(found, print_script) for found in first[:1]]
     known = [b for b in bugs if not b.sighting]
     stop = f"stopped at --conv-max-bugs {max_bugs}"
     for _ in range(max_bugs + 2):  # a duplicate costs a round, never an endless loop
@@ -252,7 +266,7 @@ def triage(target: Target, check: str, first: list[suite.Found], max_bugs: int,
                     if len(bugs) == len(known) else "no further distinct bug found")
             stop += stored.skipped_note()
             break
-        bug = describe(found[0], print_script)
+        bug = describe_and_verify(found[0], print_script)
         if bug.sighting:
             bugs.append(bug)
             continue
@@ -263,7 +277,6 @@ def triage(target: Target, check: str, first: list[suite.Found], max_bugs: int,
             same[0].report += f"\nalso fails when: {bug.trigger}"
         else:
             bugs.append(bug)
-    verify_alone(target, [b for b in bugs if not b.sighting])
     return bugs, stop
 
 

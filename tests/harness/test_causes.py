@@ -10,12 +10,14 @@ book of causes, the script runner.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from harness.checks.registry import examine
 from harness.descriptor import format_descriptor, parse_descriptor
+from harness.problem import ConvProblem
 from harness.running.loader import load_implementation
 from harness.triage import causes, evidence
 from harness.triage.catalog import Bug, merge, part_of, signature
@@ -202,8 +204,6 @@ def entries(run_pytest, tmp_path, name: str, selection: str) -> tuple[list[dict]
     return summary["implementations"][0]["bugs"], failures, done.stdout
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known regression after merging issues 20-25 (session 18), not yet fixed: the N-d two-cause module does not come out as exactly two entries in the merged run"))
 def test_one_code_path_many_functions_is_two_entries(run_pytest, tmp_path):
     bugs, failures, out = entries(
         run_pytest, tmp_path, "nd_two_causes",
@@ -217,7 +217,11 @@ def test_one_code_path_many_functions_is_two_entries(run_pytest, tmp_path):
     for bug in bugs:
         p = bug["params"]
         assert p["batch"] == p["in_channels"] == p["out_channels"] == 1, p
-        assert bug["descriptor"].startswith("mb1ic1oc1") and bug["reproduces_alone"] is True
+        # benchdnn's canonical order: mb, ic, the input's sizes, then oc
+        assert re.fullmatch(r"mb1ic1(i[dhw]\d+)+oc1k.*", bug["descriptor"]), bug
+        assert parse_descriptor(bug["descriptor"], op=bug["op"], dtype=p["dtype"],
+                                bias=p["bias"]) == ConvProblem.from_params(bug["op"], p)
+        assert bug["reproduces_alone"] is True, bug
     scripts_exit_1(failures, bugs)
 
 

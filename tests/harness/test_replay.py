@@ -116,8 +116,6 @@ def test_the_corpus_is_not_replayed_against_others_by_default(run_pytest):
            "test" in done.stdout
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known regression after merging issues 20-25 (session 18), not yet fixed: the replayed failure's report appears twice as often as expected (4, not 2)"))
 def test_replayed_against_another_a_failure_is_its_own_bug_reported_once(run_pytest, tmp_path):
     """``--conv-regressions all``: the tutorial fails the stride variant's case in its own
     words (its spec, its trigger, its case file), once, and the bug is in its bug list."""
