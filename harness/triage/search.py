@@ -97,8 +97,11 @@ def _take_found() -> list[suite.Found]:
     return found
 
 
-def follow_up(target: Target, check: str, known: list[Bug]) -> list[suite.Found]:
-    """One more Hypothesis search of ``check`` in which the ``known`` bugs do not count."""
+def follow_up(target: Target, check: str,
+              known: list[Bug]) -> tuple[list[suite.Found], str | None]:
+    """One more Hypothesis search of ``check`` in which the ``known`` bugs do not count:
+    what it found, and, where it ended on an error without a finding (every problem
+    excluded, a health check, an error of the harness), that error in one line."""
     excluded = tuple(known)
 
     # Most problems may lie in an excluded trigger (stride > 1 is most of them):
@@ -111,17 +114,21 @@ def follow_up(target: Target, check: str, known: list[Bug]) -> list[suite.Found]
 
     key = database_key(target, check, known)
     if stored.searched_before(key, target.impl.target):
-        return []  # an earlier run sharing the database found nothing here
+        return [], None  # an earlier run sharing the database found nothing here
     _set_key(search, key)
     suite.FOUND.clear()
     causes.BOOK.freeze()  # what other searches found by now is excluded from this one
     try:
         search()
-    except Exception:  # noqa: BLE001 - what it found is in FOUND; anything else ends the search
-        return _take_found()
+    except Exception as error:  # noqa: BLE001 - a finding is in FOUND; else say what ended it
+        found = _take_found()
+        if found:
+            return found, None
+        first = (str(error).strip().splitlines() or [""])[0]
+        return [], f"{type(error).__name__}: {first}".rstrip(": ")
     if not suite.Budget.spent():  # every example was run
         stored.remember_searched(key, target.impl.target)
-    return []
+    return [], None
 
 
 def describe(found: suite.Found, print_script: bool = False) -> Bug:
@@ -260,7 +267,11 @@ def triage(target: Target, check: str, first: list[suite.Found], max_bugs: int,
         if suite.Budget.spent():
             stop = "stopped: --conv-budget spent"
             break
-        found = follow_up(target, check, known)
+        found, ended = follow_up(target, check, known)
+        if ended is not None:
+            stop = (f"a further search, with the bugs above not counted, ended without a "
+                    f"verdict ({ended}): other bugs may remain")
+            break
         if not found:
             stop = ("a further search, with the bugs above not counted, found nothing else"
                     if len(bugs) == len(known) else "no further distinct bug found")

@@ -352,3 +352,28 @@ def test_batch_consistency_sees_images_mixed_up_where_the_adjoint_does_not(run_p
         [b for b in bugs if "batch_consistency" in b["checks"]]
     assert found[0]["failure"] in ("forward", "grad_input") and found[0]["params"]["batch"] >= 3
     scripts_exit_1(failures, bugs)
+
+
+def test_a_further_search_that_ends_on_an_error_says_so(monkeypatch, tmp_path):
+    """An error that is no finding (every problem excluded, a health check, a harness
+    error) is not "found nothing else": the search says what ended it."""
+    from hypothesis import settings as hypothesis_settings
+
+    from harness import suite
+    from harness.running.target import Target
+    from harness.triage import search
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the harness broke\nsecond line")
+
+    monkeypatch.setattr(suite, "run", broken)
+    target = Target(load_implementation("conv_impl.einsum"), "conv2d", None, tmp_path)
+    before = hypothesis_settings._current_profile
+    hypothesis_settings.register_profile("follow-up-error", hypothesis_settings.default,
+                                         database=None, max_examples=5)
+    hypothesis_settings.load_profile("follow-up-error")
+    try:
+        found, ended = search.follow_up(target, "forward", [])
+    finally:
+        hypothesis_settings.load_profile(before)
+    assert found == [] and ended == "RuntimeError: the harness broke"
