@@ -40,14 +40,20 @@ def test_the_regression_batch_passes_on_einsum(check):
         run_check(check, impl, ConvCase(problem=p, layouts={}, **arrays))
 
 
+def _passing_entry(result, tmp_path: Path) -> dict:
+    """The one implementation's summary entry of a run that must exit 0."""
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (entry,) = json.loads((tmp_path / "failures" / "summary.json").read_text())[
+        "implementations"]
+    return entry
+
+
 def test_conv_problem_at_file_runs_every_check_on_those_problems(run_pytest, tmp_path):
     """Which of the 37 problems a check reaches in its budget depends on the machine's
     speed; that only they are drawn, and the archetypes they are, does not."""
     result = run_pytest("--conv-problem", f"@{BATCH}", "--conv-budget", "8", "-n", "2",
                         timeout=1800)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    (entry,) = json.loads((tmp_path / "failures" / "summary.json").read_text())[
-        "implementations"]
+    entry = _passing_entry(result, tmp_path)
     assert entry["verdict"] == "passed"
     assert {test.split()[1] for test in entry["examples_per_test"]} == {"conv2d"}
     in_the_batch = {found[0].label for found in map(classify, _problems()) if found}
@@ -58,18 +64,14 @@ def test_a_given_stem_is_counted_as_its_archetype(run_pytest, tmp_path):
     """The batch's regression_oc-channel line, a ResNet stem with 51 output channels."""
     result = run_pytest("--conv-problem", "mb1ic3ih320oc51oh160kh7sh2ph3", "-k",
                         "test_forward", "--conv-budget", "4")
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    (entry,) = json.loads((tmp_path / "failures" / "summary.json").read_text())[
-        "implementations"]
+    entry = _passing_entry(result, tmp_path)
     assert entry["archetypes"]["resnet 7x7 s2 p3 stem"]["exact"] >= 1
 
 
 def test_given_problems_only(run_pytest, tmp_path):
     result = run_pytest("--conv-problem", "mb1ic2ih4oc3kh3ph1", "--conv-problem",
                         "conv_transpose1d float64 mb1ic2iw3oc2kw2sw2", "-k", "test_forward")
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    (entry,) = json.loads((tmp_path / "failures" / "summary.json").read_text())[
-        "implementations"]
+    entry = _passing_entry(result, tmp_path)
     assert set(entry["examples_per_test"]) == {"forward conv2d", "forward conv_transpose1d"}
     assert "resnet 3x3 s1 p1" in entry["archetypes"]
 
