@@ -175,6 +175,10 @@ def pytest_configure(config: pytest.Config) -> None:
         if names.count(impl.name) > 1:
             impl.name = impl.spec
     config.stash[IMPLEMENTATIONS] = impls
+    # A failure's report (20-40 lines) is in the failures section already; on CI, or
+    # under -vv, pytest's short summary would print it again in full beside each
+    # FAILED line. pytest's own option keeps that line to its first line there too.
+    config.option.force_short_summary = True
     _pin_problems(config)
     from harness.reporting.summary import (
         Summary,  # imports the checks, hence numpy and the registry
