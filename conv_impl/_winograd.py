@@ -27,10 +27,14 @@ never hold the whole batch.
 
 from __future__ import annotations
 
+import itertools
 import math
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from ._einsum_engine import TRANSPOSE_BYTES, _PlacedImagesNHWC
 
 Ints = tuple[int, ...]
 
@@ -68,13 +72,15 @@ TRANSFORMS: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {
 #: bytes of one chunk's transformed input tiles (64->64 32px float32 forward, load 9:
 #: 1 MB 17.1 ms, 2 MB 20.0, 4 MB 37.4: past the L2 the GEMMs lose more than they gain)
 CHUNK_BYTES = 1 << 20
+#: the weight gradient's per-chunk products are summed in this many blocks of
+#: transformed positions (its peak memory: one block's products beside the sum)
+SUM_BLOCKS = 4
 
 
 def applies(kernel: Ints, stride: Ints, dilation: Ints) -> bool:
-    """Whether Winograd F(m, 3) computes this correlation: 3 taps on every axis,
-    stride 1 and dilation 1."""
-    return all(k == 3 for k in kernel) and all(s == 1 for s in stride) and \
-        all(d == 1 for d in dilation)
+    """Whether Winograd F(m, 3) computes this correlation: 3 taps on every axis and
+    stride 1 (any dilation: one undilated correlation per residue class, `_phases`)."""
+    return all(k == 3 for k in kernel) and all(s == 1 for s in stride)
 
 
 def _apply(mat: np.ndarray, a: np.ndarray, axes: int, out: Optional[np.ndarray] = None
@@ -104,116 +110,260 @@ def _images_per_chunk(n: int, c: int, tiles: Ints, alpha: int, itemsize: int) ->
     return max(1, min(n, CHUNK_BYTES // max(1, per_image)))
 
 
-def _input_tiles(x: np.ndarray, n0: int, n1: int, padding: Ints, tiles: Ints, m: int,
-                 bt: np.ndarray, groups: int, dtype: np.dtype) -> np.ndarray:
-    """B^T d of every tile of images n0:n1, as (alpha^D, groups, C/groups, images * tiles)."""
-    nd = len(tiles)
+def _tile_view(a: np.ndarray, lead: int, size: int, rest: int, tiles: int, m: int,
+               alpha: int) -> np.ndarray:
+    """(alpha, lead, tiles, rest) view of the overlapping tiles (start m*t, alpha
+    long) along the middle axis of the C-contiguous ``a`` seen as (lead, size, rest)."""
+    it = a.itemsize
+    return as_strided(a, shape=(alpha, lead, tiles, rest),
+                      strides=(rest * it, size * rest * it, m * rest * it, it),
+                      writeable=False)
+
+
+def _input_tiles(placed: np.ndarray, tiles: Ints, m: int, bt: np.ndarray) -> np.ndarray:
+    """B^T d of every tile of the channels-last images ``placed`` (n, *size, C)
+    (size = tiles * m + 2), as (alpha^D, n * prod(tiles), C): the transformed
+    positions (a_D, ..., a_1) first, then the tiles (n, t_1, ..., t_D), channels last.
+
+    Axis by axis: the overlapping tiles along the axis are gathered as
+    (alpha, before, tiles, after) -- one copy whose runs are the whole rest of
+    the array (at least the C channels), so it streams -- and B^T is one GEMM
+    over the new leading alpha axis (a K = alpha product, memory-bound). The
+    gathered axis ends up first, the tiles axis in place of the axis: after
+    the last axis, the layout the GEMMs over the channels read as
+    (tiles x C) matrices."""
     alpha = bt.shape[0]
-    c = x.shape[1]
-    size = tuple(t * m + 2 for t in tiles)
-    xp = np.zeros((n1 - n0, c) + size, dtype=dtype)
-    xp[(slice(None), slice(None)) + tuple(slice(p, p + s) for p, s in
-                                          zip(padding, x.shape[2:]))] = x[n0:n1]
-    st = xp.strides
-    # the tiles, gathered as (alpha..., c, n, T...): the layout the transforms and
-    # the GEMMs read without a transpose
-    view = np.lib.stride_tricks.as_strided(
-        xp, shape=(alpha,) * nd + (c, n1 - n0) + tiles,
-        strides=st[2:] + (st[1], st[0]) + tuple(s * m for s in st[2:]), writeable=False)
-    d = np.empty(view.shape, dtype=dtype)
-    np.copyto(d, view)
-    del xp
-    v = _apply(bt, d, nd)
-    return v.reshape(alpha ** nd, groups, c // groups, -1)
+    a = placed
+    lead = placed.shape[0]
+    for i, t in enumerate(tiles):
+        size = placed.shape[1 + i]
+        rest = math.prod(placed.shape[2 + i:])
+        g = np.empty((alpha, lead, t, rest), dtype=placed.dtype)
+        np.copyto(g, _tile_view(a, lead, size, rest, t, m, alpha))
+        a = np.matmul(bt, g.reshape(alpha, -1)).reshape(alpha, lead, t, rest)
+        lead *= alpha * t
+    return a.reshape(alpha ** len(tiles), -1, placed.shape[-1])
 
 
 def _weight_tiles(w: np.ndarray, g: np.ndarray, groups: int) -> np.ndarray:
-    """G g of every filter, as (alpha^D, groups, C_out/groups, C_in/groups)."""
+    """G g of every filter, as (alpha^D, groups, C_in/groups, C_out/groups), the
+    transformed positions in ``_input_tiles``' order (a_D, ..., a_1)."""
     nd = w.ndim - 2
     o, cg = w.shape[:2]
-    taps = np.ascontiguousarray(np.moveaxis(w, (0, 1), (-2, -1)))   # (3..., o, cg)
-    u = _apply(g.astype(w.dtype), taps, nd)                          # (xi..., o, cg)
-    return u.reshape(-1, groups, o // groups, cg)
+    # (k_D, ..., k_1, cg, o): the last kernel axis first, as _input_tiles orders them
+    taps = np.ascontiguousarray(w.transpose(tuple(range(w.ndim - 1, 1, -1)) + (1, 0)))
+    u = _apply(g.astype(w.dtype), taps, nd)                          # (a_D..a_1, cg, o)
+    return np.ascontiguousarray(
+        u.reshape(-1, cg, groups, o // groups).transpose(0, 2, 1, 3))
 
 
-def correlate(x: np.ndarray, w: np.ndarray, padding: Ints, groups: int, m: int,
-              out: Optional[np.ndarray] = None) -> np.ndarray:
-    """y = correlate(pad(x, padding), w) for 3-tap kernels, stride and dilation 1.
+def _grouped_columns(a: np.ndarray, groups: int) -> np.ndarray:
+    """(P, rows, C) -> (P, groups, rows, C/groups) view."""
+    p, r, c = a.shape
+    return a.reshape(p, r, groups, c // groups).transpose(0, 2, 1, 3)
 
-    ``x``: (N, C_in, *S) (any float dtype, read only); ``w``: (C_out, C_in/groups,
-    3, ...) in the compute dtype. Returns (N, C_out, *out) in ``w``'s dtype, no bias.
+
+def _store(z: np.ndarray, y: np.ndarray, tiles: Ints, m: int) -> None:
+    """y (n, o, *out) <- the output tiles z (m_D, ..., m_1, n, t_1, ..., t_D, o):
+    the tiles copied into place channels-last (runs of o), then transposed into
+    ``y`` a block of rows at a time (``TRANSPOSE_BYTES``: a whole image's
+    transpose reads with a power-of-two stride and thrashes the cache)."""
+    nd = len(tiles)
+    n, o = y.shape[:2]
+    full = tuple(t * m for t in tiles)
+    # (n, t_1, m_1, ..., t_D, m_D, o) as axes of z
+    order = (nd,) + tuple(i for a in range(nd) for i in (nd + 1 + a, nd - 1 - a)) + (2 * nd + 1,)
+    src = z.reshape((m,) * nd + (n,) + tuple(tiles) + (o,)).transpose(order)
+    nhwc = np.empty((n,) + full + (o,), dtype=y.dtype)
+    np.copyto(nhwc.reshape(src.shape), src)
+    out_size = y.shape[2:]
+    row = math.prod(out_size[1:]) * o * y.itemsize
+    rows = max(1, TRANSPOSE_BYTES // max(1, row))
+    crop = tuple(slice(0, s) for s in out_size[1:])
+    back = (0, nd + 1) + tuple(range(1, nd + 1))
+    for r0 in range(0, out_size[0], rows):
+        r1 = min(out_size[0], r0 + rows)
+        y[(slice(None), slice(None), slice(r0, r1))] = \
+            nhwc[(slice(None), slice(r0, r1)) + crop].transpose(back)
+
+
+class _Phase(NamedTuple):
+    """One axis of one residue class of a dilated correlation: the outputs
+    ``r, r + d, ...`` (``count`` of them) read only the padded inputs of their
+    residue, an undilated correlation of the inputs ``start, start + d, ...``
+    (``length`` of them) placed at ``lo`` among zeros."""
+
+    r: int
+    start: int
+    lo: int
+    count: int
+    length: int
+
+
+def _phases(size: Ints, padding: Ints, dilation: Ints, out_size: Ints
+            ) -> list[tuple[_Phase, ...]]:
+    """The residue classes (one `_Phase` per axis) of a correlation with a
+    3-tap kernel of ``dilation``; one, at ``lo = padding``, for dilation 1."""
+    per_axis = []
+    for s, p, d, o in zip(size, padding, dilation, out_size):
+        axis = []
+        for r in range(d):
+            count = -(-(o - r) // d)
+            if count > 0:
+                lo = max(0, -(-(p - r) // d))
+                start = r + d * lo - p
+                axis.append(_Phase(r, start, lo, count,
+                                   max(0, min(-(-(s - start) // d), count + 2 - lo))))
+        per_axis.append(axis)
+    return list(itertools.product(*per_axis))
+
+
+def _every(phases: tuple[_Phase, ...], key: str) -> tuple[slice, ...]:
+    """(N, C) then per axis the phase's positions: outputs (``r``) or inputs (``start``)."""
+    out = [slice(None), slice(None)]
+    for ph, step in phases:
+        if key == "r":
+            out.append(slice(ph.r, None, step))
+        else:
+            out.append(slice(ph.start, ph.start + step * max(0, ph.length - 1) + 1, step))
+    return tuple(out)
+
+
+def _correlate_placed(x: np.ndarray, w: np.ndarray, lo: Ints, y: np.ndarray, groups: int,
+                      m: int) -> None:
+    """y (N, C_out, *out) <- the correlation (stride 1, dilation 1) with ``w`` of
+    ``x`` placed at offset ``lo`` among zeros (cropped where it does not fit).
+
+    Channels-last throughout: a chunk of images is placed channels-last among
+    zeros, its tiles transformed (``_input_tiles``), one GEMM per transformed
+    position and group ((tiles x C_in/G) @ (C_in/G x C_out/G)), A^T along each
+    axis, and the tiles copied into ``y`` (``_store``).
     """
     bt, g, at = (t.astype(w.dtype) for t in TRANSFORMS[m])
     alpha = bt.shape[0]
     nd = w.ndim - 2
     n, c = x.shape[:2]
     o = w.shape[0]
-    out_size = tuple(s + 2 * p - 2 for s, p in zip(x.shape[2:], padding))
-    tiles = _tile_counts(out_size, m)
-    u = _weight_tiles(w, g, groups)
-    y = np.empty((n, o) + out_size, dtype=w.dtype) if out is None else out
+    tiles = _tile_counts(y.shape[2:], m)
+    u = _weight_tiles(w, g, groups)                  # (xi, groups, cg, og)
     step = _images_per_chunk(n, c, tiles, alpha, w.dtype.itemsize)
-    exact = all(t * m == s for t, s in zip(tiles, out_size))
+    placed = _PlacedImagesNHWC(x, lo, tuple(t * m + 2 for t in tiles), step, w.dtype)
     for n0 in range(0, n, step):
         n1 = min(n, n0 + step)
-        v = _input_tiles(x, n0, n1, padding, tiles, m, bt, groups, w.dtype)
-        mm = np.matmul(u, v)                         # (xi, groups, og, images * tiles)
+        v = _input_tiles(placed[n0:n1], tiles, m, bt)   # (xi, X, C)
+        mm = np.empty(v.shape[:2] + (o,), dtype=w.dtype)
+        np.matmul(_grouped_columns(v, groups), u, out=_grouped_columns(mm, groups))
         del v
-        z = _apply(at, mm.reshape((alpha,) * nd + (o, n1 - n0) + tiles), nd)
-        del mm                                       # z: (m..., o, n, T...)
-        # (m..., o, n, T...) -> (n, o, T1, m1, T2, m2, ...)
-        order = (nd + 1, nd) + tuple(i for a in range(nd) for i in (nd + 2 + a, a))
-        z = z.transpose(order)
-        full = (n1 - n0, o) + tuple(t * m for t in tiles)
-        if exact:
-            np.copyto(y[n0:n1].reshape(z.shape), z)
-        else:
-            y[n0:n1] = z.reshape(full)[(slice(None), slice(None)) +
-                                       tuple(slice(0, s) for s in out_size)]
+        z = _apply(at, mm.reshape((alpha,) * nd + mm.shape[1:]), nd)
+        del mm
+        _store(z, y[n0:n1], tiles, m)
+
+
+def _out_size(size: Ints, padding: Ints, dilation: Ints) -> Ints:
+    return tuple(s + 2 * p - 2 * d for s, p, d in zip(size, padding, dilation))
+
+
+def correlate(x: np.ndarray, w: np.ndarray, padding: Ints, groups: int, m: int,
+              dilation: Optional[Ints] = None) -> np.ndarray:
+    """y = correlate(pad(x, padding), w) for 3-tap kernels at stride 1.
+
+    ``x``: (N, C_in, *S) (any float dtype, read only); ``w``: (C_out, C_in/groups,
+    3, ...) in the compute dtype. Returns (N, C_out, *out) in ``w``'s dtype, no bias.
+    A dilation d splits it into d^D undilated correlations, one per residue
+    class of the outputs (`_phases`)."""
+    nd = w.ndim - 2
+    dilation = dilation or (1,) * nd
+    out_size = _out_size(x.shape[2:], padding, dilation)
+    y = np.empty((x.shape[0], w.shape[0]) + out_size, dtype=w.dtype)
+    for phases in _phases(x.shape[2:], padding, dilation, out_size):
+        pairs = tuple(zip(phases, dilation))
+        _correlate_placed(x[_every(pairs, "start")], w, tuple(ph.lo for ph in phases),
+                          y[_every(pairs, "r")], groups, m)
     return y
 
 
-def input_grad(go: np.ndarray, w: np.ndarray, padding: Ints, groups: int,
-               m: int) -> np.ndarray:
-    """d/dx of sum(correlate(pad(x, padding), w) * go), for padding <= 2 on every axis:
-    the correlation of ``go`` padded by 2 - padding with the kernel flipped and its
-    channel axes swapped (within each group)."""
+def input_grad(go: np.ndarray, w: np.ndarray, in_size: Ints, padding: Ints, groups: int,
+               m: int, dilation: Optional[Ints] = None) -> np.ndarray:
+    """d/dx of sum(correlate(pad(x, padding), w) * go), (N, C_in, *in_size).
+
+    Per residue class (`_phases`): the inputs ``lo + j`` of the undilated
+    correlation get sum_k go[lo + j - k] w[k], the correlation of ``go`` placed at
+    ``2 - lo`` with the kernel flipped and its channel axes swapped (within each
+    group); inputs no window reads get zero."""
     nd = w.ndim - 2
+    dilation = dilation or (1,) * nd
     o, cg = w.shape[:2]
     og = o // groups
     flipped = w[(slice(None), slice(None)) + (slice(None, None, -1),) * nd]
     swapped = flipped.reshape((groups, og, cg) + w.shape[2:]).swapaxes(1, 2)
     swapped = np.ascontiguousarray(swapped).reshape((groups * cg, og) + w.shape[2:])
-    return correlate(go, swapped, tuple(2 - p for p in padding), groups, m)
+    every = _phases(in_size, padding, dilation, go.shape[2:])
+    covered = all(sum(ph.length for ph in {p[a] for p in every}) == s
+                  for a, s in enumerate(in_size))
+    gx = (np.empty if covered else np.zeros)((go.shape[0], groups * cg) + tuple(in_size),
+                                             dtype=w.dtype)
+    for phases in every:
+        if all(ph.length for ph in phases):
+            pairs = tuple(zip(phases, dilation))
+            _correlate_placed(go[_every(pairs, "r")], swapped,
+                              tuple(2 - ph.lo for ph in phases), gx[_every(pairs, "start")],
+                              groups, m)
+    return gx
+
+
+def _output_tiles(go: np.ndarray, tiles: Ints, m: int, at: np.ndarray) -> np.ndarray:
+    """A dy of every output tile of the channels-last grad-output chunk ``go``
+    (n, *tiles * m, O) (zeros past the output), as (alpha^D, n * prod(tiles), O)
+    in ``_input_tiles``' order: the tiles gathered as (m_D, ..., m_1, n, t_1, ...,
+    t_D, O) (runs of O), A (= (A^T)^T) along each leading axis."""
+    nd = len(tiles)
+    n, o = go.shape[0], go.shape[-1]
+    split = go.reshape((n,) + tuple(i for t in tiles for i in (t, m)) + (o,))
+    # (m_D, ..., m_1, n, t_1, ..., t_D, O) as axes of split
+    order = tuple(2 * a + 2 for a in range(nd - 1, -1, -1)) + (0,) + \
+        tuple(2 * a + 1 for a in range(nd)) + (2 * nd + 1,)
+    gt = np.empty(tuple(split.shape[i] for i in order), dtype=go.dtype)
+    np.copyto(gt, split.transpose(order))
+    gh = _apply(np.ascontiguousarray(at.T), gt, nd)
+    return gh.reshape(at.shape[1] ** nd, -1, o)
 
 
 def weight_grad(x: np.ndarray, go: np.ndarray, padding: Ints, groups: int, m: int,
-                dtype: np.dtype) -> np.ndarray:
+                dtype: np.dtype, dilation: Optional[Ints] = None) -> np.ndarray:
     """d/dw of sum(correlate(pad(x, padding), w) * go), (C_out, C_in/groups, 3, ...):
-    G^T [ (B^T d) * (A dy) ] summed over images and tiles, one GEMM per
-    transformed position."""
+    G^T [ (B^T d) * (A dy) ] summed over images, tiles (and residue classes,
+    `_phases`), one GEMM per transformed position and group ((C_in/G x tiles) @
+    (tiles x C_out/G)), channels-last as in `_correlate_placed`."""
     bt, g, at = (t.astype(dtype) for t in TRANSFORMS[m])
     alpha = bt.shape[0]
     nd = go.ndim - 2
-    n, c = x.shape[:2]
-    o = go.shape[1]
-    out_size = go.shape[2:]
-    tiles = _tile_counts(out_size, m)
-    z = np.zeros((alpha ** nd, groups, o // groups, c // groups), dtype=dtype)
-    step = _images_per_chunk(n, c, tiles, alpha, np.dtype(dtype).itemsize)
-    for n0 in range(0, n, step):
-        n1 = min(n, n0 + step)
-        v = _input_tiles(x, n0, n1, padding, tiles, m, bt, groups, dtype)
-        # grad-output's tiles (no overlap), gathered as (m..., o, n, T...)
-        gp = np.zeros((n1 - n0, o) + tuple(t * m for t in tiles), dtype=dtype)
-        gp[(slice(None), slice(None)) + tuple(slice(0, s) for s in out_size)] = go[n0:n1]
-        gp = gp.reshape((n1 - n0, o) + tuple(i for t in tiles for i in (t, m)))
-        order = tuple(3 + 2 * a for a in range(nd)) + (1, 0) + tuple(2 + 2 * a for a in range(nd))
-        gt = np.empty(tuple(gp.shape[i] for i in order), dtype=dtype)
-        np.copyto(gt, gp.transpose(order))
-        del gp
-        gh = _apply(at.T, gt, nd).reshape(alpha ** nd, groups, o // groups, -1)
-        z += np.matmul(gh, v.swapaxes(-1, -2))
-    # (xi..., groups, og, cg) -> G^T along the xi axes -> (3..., o, cg) -> (o, cg, 3...)
-    dw = _apply(g.T, z.reshape((alpha,) * nd + (o, c // groups)), nd)
-    return np.ascontiguousarray(np.moveaxis(dw, (-2, -1), (0, 1)))
+    dilation = dilation or (1,) * nd
+    c, o = x.shape[1], go.shape[1]
+    cg, og = c // groups, o // groups
+    z = np.zeros((alpha ** nd, groups, cg, og), dtype=dtype)
+    # the products of a block of transformed positions at a time, added into z: a
+    # whole chunk's would be a second array of z's size (2.4 MB at 128 channels)
+    block = max(1, z.shape[0] // SUM_BLOCKS)
+    part = np.empty((block,) + z.shape[1:], dtype=dtype)
+    for phases in _phases(x.shape[2:], padding, dilation, go.shape[2:]):
+        pairs = tuple(zip(phases, dilation))
+        xs, gs = x[_every(pairs, "start")], go[_every(pairs, "r")]
+        n = xs.shape[0]
+        tiles = _tile_counts(gs.shape[2:], m)
+        step = _images_per_chunk(n, c, tiles, alpha, np.dtype(dtype).itemsize)
+        placed = _PlacedImagesNHWC(xs, tuple(ph.lo for ph in phases),
+                                   tuple(t * m + 2 for t in tiles), step, dtype)
+        placed_go = _PlacedImagesNHWC(gs, (0,) * nd, tuple(t * m for t in tiles), step, dtype)
+        for n0 in range(0, n, step):
+            n1 = min(n, n0 + step)
+            v = _grouped_columns(_input_tiles(placed[n0:n1], tiles, m, bt), groups)
+            gh = _grouped_columns(_output_tiles(placed_go[n0:n1], tiles, m, at), groups)
+            for p0 in range(0, z.shape[0], block):
+                p1 = min(z.shape[0], p0 + block)
+                np.matmul(v[p0:p1].swapaxes(-1, -2), gh[p0:p1], out=part[:p1 - p0])
+                z[p0:p1] += part[:p1 - p0]
+            del v, gh
+    # (a_D..a_1, cg, o) -> G^T along the a axes -> (k_D..k_1, cg, o) -> (o, cg, k_1..k_D)
+    dw = _apply(np.ascontiguousarray(g.T),
+                z.transpose(0, 2, 1, 3).reshape((alpha,) * nd + (cg, o)), nd)
+    return np.ascontiguousarray(dw.transpose((nd + 1, nd) + tuple(range(nd - 1, -1, -1))))

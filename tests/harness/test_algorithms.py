@@ -90,9 +90,11 @@ def test_correct_algorithms_raise_no_false_alarm(spec, dtype, op):
 
 
 def _pinned_f43_case() -> ConvCase:
-    """A float32 3x3x3 problem where F(4,3)'s error is 1.34x the direct-sum bound
-    (found by a seeded search of random data with magnitudes spread over e^+-6)."""
-    rng = np.random.default_rng(255)
+    """A float32 3x3x3 problem where F(4,3)'s error is 1.09x the direct-sum bound
+    (found by a seeded search of random data with magnitudes spread over e^+-6; the
+    first seed of 0-3000 on the channels-last F(4,3), whose rounding differs from the
+    earlier tiles-first one's, for which seed 255 gave 1.34x)."""
+    rng = np.random.default_rng(204)
     size = tuple(int(v) for v in rng.integers(3, 9, size=3))
     padding, channels = int(rng.integers(0, 3)), int(rng.integers(1, 4))
     x = rng.standard_normal((1, channels) + size)
