@@ -32,8 +32,9 @@ from conv_impl import einsum
 
 TABLE = Path(__file__).resolve().parent.parent / "conv_impl" / "_algorithm_table.py"
 
-#: the grid: kernels (square), (C_in, C_out) pairs, image sizes (square), batch
-KERNELS = (3, 5)
+#: the grid: (kernel, dilation) pairs (square), (C_in, C_out) pairs, image sizes
+#: (square), batch
+KERNELS = ((3, 1), (3, 2), (5, 1))
 CHANNELS = ((3, 16), (16, 16), (64, 64), (128, 128))
 SIZES = (16, 32)
 BATCH = 8
@@ -42,14 +43,14 @@ FORCING = {einsum.GEMM: "gemm", einsum.WINOGRAD[2]: "winograd-f2",
            einsum.WINOGRAD[4]: "winograd", einsum.FFT: "fft"}
 
 
-def _part(part: str, algorithm: str, x, w, go, padding):
+def _part(part: str, algorithm: str, x, w, go, padding, dilation):
     nd = x.ndim - 2
     one = (1,) * nd
     if part == "forward":
-        return lambda: einsum._correlate(x, w, None, one, padding, one, 1, go.shape[2:],
+        return lambda: einsum._correlate(x, w, None, one, padding, dilation, 1, go.shape[2:],
                                          algorithm)
     want_input = part == "input"
-    return lambda: einsum._correlate_grads(x, go, w, one, padding, one, 1, x.shape[2:],
+    return lambda: einsum._correlate_grads(x, go, w, one, padding, dilation, 1, x.shape[2:],
                                            want_input, not want_input, False, algorithm)
 
 
@@ -68,8 +69,8 @@ def _medians(fns: list, rounds: int) -> list[float]:
 def measure(dtype: str, rounds: int) -> tuple[dict, list[str]]:
     table, lines = {}, []
     rng = np.random.default_rng(0)
-    for k, (ci, co), hw in itertools.product(KERNELS, CHANNELS, SIZES):
-        pad = k // 2
+    for (k, d), (ci, co), hw in itertools.product(KERNELS, CHANNELS, SIZES):
+        pad = d * (k // 2)
         x = rng.standard_normal((BATCH, ci, hw, hw)).astype(dtype)
         w = rng.standard_normal((co, ci, k, k)).astype(dtype)
         go = rng.standard_normal((BATCH, co, hw, hw)).astype(dtype)
@@ -77,13 +78,13 @@ def measure(dtype: str, rounds: int) -> tuple[dict, list[str]]:
             paths = [einsum.GEMM] + [p for p in (einsum.WINOGRAD[2], einsum.WINOGRAD[4],
                                                    einsum.FFT)
                                      if einsum._applies(p, part, (k, k), (1, 1), (pad, pad),
-                                                        (1, 1))]
-            times = _medians([_part(part, FORCING[p], x, w, go, (pad, pad)) for p in paths],
-                             rounds)
+                                                        (d, d))]
+            times = _medians([_part(part, FORCING[p], x, w, go, (pad, pad), (d, d))
+                              for p in paths], rounds)
             best = paths[int(np.argmin(times))]
             positions = (hw + 2 * pad) ** 2
-            table[(dtype, part, (k, k), ci, co, positions)] = best
-            lines.append(f"{dtype:8} {part:8} k{k} {ci:4}->{co:<4} {hw:3}px  " + "  ".join(
+            table[(dtype, part, (k, k), (d, d), ci, co, positions)] = best
+            lines.append(f"{dtype:8} {part:8} k{k} d{d} {ci:4}->{co:<4} {hw:3}px  " + "  ".join(
                 f"{p} {t * 1e3:.2f}" for p, t in zip(paths, times)) + f"  -> {best}")
             print(lines[-1], flush=True)
     return table, lines
@@ -92,7 +93,7 @@ def measure(dtype: str, rounds: int) -> tuple[dict, list[str]]:
 def render(table: dict, source: str) -> str:
     text = TABLE.read_text()
     head = text[:text.index("MEASURED: dict")]
-    body = "MEASURED: dict[tuple[str, str, Ints, int, int, int], str] = {\n"
+    body = "MEASURED: dict[tuple[str, str, Ints, Ints, int, int, int], str] = {\n"
     body += "".join(f"    {key!r}: {value!r},\n" for key, value in table.items()) + "}\n"
     tail = text[text.index("\n#: the run that measured MEASURED"):]
     tail = tail[:tail.index("SOURCE = ")] + f"SOURCE = {source!r}\n" + \

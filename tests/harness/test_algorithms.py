@@ -207,20 +207,26 @@ def test_einsum_takes_the_measured_winner(monkeypatch):
     x = rng.standard_normal((2, 8, 8, 8)).astype(np.float32)
     w = rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
     kw = dict(stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1)
-    winner = {("float32", "forward", (3, 3), 8, 8, 100): "winograd F(4,3)"}
+    one = (1, 1)
+    winner = {("float32", "forward", (3, 3), one, 8, 8, 100): "winograd F(4,3)"}
     monkeypatch.setattr(table, "MEASURED", winner)
     assert _events_of(einsum.conv2d, x, w, None, **kw) == ["einsum path: winograd F(4,3)"]
     assert "winograd" not in " ".join(_events_of(einsum.conv2d, x.astype(np.float16),
                                                  w.astype(np.float16), None, **kw))
-    assert "winograd" not in " ".join(_events_of(  # dilation 2: Winograd does not apply
-        einsum.conv2d, x, w, None, **{**kw, "dilation": (2, 2), "padding": (2, 2)}))
-    monkeypatch.setattr(table, "MEASURED", {**winner, ("float32", "forward", (3, 3), 8, 8,
+    dilated = {**kw, "dilation": (2, 2), "padding": (2, 2)}
+    # dilation 2: Winograd applies (per residue class), but no dilated layer was measured
+    assert "winograd" not in " ".join(_events_of(einsum.conv2d, x, w, None, **dilated))
+    monkeypatch.setattr(table, "MEASURED", {("float32", "forward", (3, 3), (2, 2), 8, 8, 144):
+                                            "winograd F(4,3)"})
+    assert _events_of(einsum.conv2d, x, w, None, **dilated) == ["einsum path: winograd F(4,3)"]
+    monkeypatch.setattr(table, "MEASURED", {**winner, ("float32", "forward", (3, 3), one, 8, 8,
                                                        100): "winograd F(4,3)",
-                                            ("float32", "forward", (3, 3), 8, 8, 101): "gemm"})
+                                            ("float32", "forward", (3, 3), one, 8, 8, 101):
+                                                "gemm"})
     # 100 and 101 positions are nearly as near; 8 x 8 padded is 100: F(4,3) is nearer
     assert _events_of(einsum.conv2d, x, w, None, **kw) == ["einsum path: winograd F(4,3)"]
-    monkeypatch.setattr(table, "MEASURED", {("float32", "forward", (3, 3), 4, 4, 100): "fft",
-                                            ("float32", "forward", (3, 3), 16, 16, 100):
+    monkeypatch.setattr(table, "MEASURED", {("float32", "forward", (3, 3), one, 4, 4, 100): "fft",
+                                            ("float32", "forward", (3, 3), one, 16, 16, 100):
                                                 "winograd F(4,3)"})
     assert "winograd" not in " ".join(_events_of(einsum.conv2d, x, w, None, **kw))
 
