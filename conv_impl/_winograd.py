@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 from typing import NamedTuple, Optional
 
 import numpy as np
@@ -69,8 +70,12 @@ TRANSFORMS: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {
                   [0, 1, -1, 8, -8, 1]], dtype=np.float64)),
 }
 
-#: bytes of one chunk's transformed input tiles (64->64 32px float32 forward, load 9:
-#: 1 MB 17.1 ms, 2 MB 20.0, 4 MB 37.4: past the L2 the GEMMs lose more than they gain)
+#: bytes of one chunk's transformed input tiles: whole images while they fit, else
+#: blocks of an image's tile rows (`_chunks`). Measured with the work arrays kept
+#: (forward, float32 / float64, ms, load 9.5; 256 kB / 512 kB / 1 MB / 2 MB):
+#: 16 x 64->64 32px 7.2 6.7 6.9 7.5 / 14.6 12.7 11.6 12.3; 16 x 128->128 16px
+#: 5.7 5.1 4.6 5.6 / 11.9 10.1 10.9 10.0; 8 x 64->64 16px 1.3 1.1 0.8 1.0 / 4.3 1.7
+#: 1.6 1.9 (weight gradients within noise of each other)
 CHUNK_BYTES = 1 << 20
 #: the weight gradient's per-chunk products are summed in this many blocks of
 #: transformed positions (its peak memory: one block's products beside the sum)
@@ -83,9 +88,45 @@ def applies(kernel: Ints, stride: Ints, dilation: Ints) -> bool:
     return all(k == 3 for k in kernel) and all(s == 1 for s in stride)
 
 
-def _apply(mat: np.ndarray, a: np.ndarray, axes: int, out: Optional[np.ndarray] = None
+class _Scratch:
+    """Named work arrays, reused from chunk to chunk and from call to call (one set
+    per thread and dtype, `_scratch`): a fresh array of a megabyte per step is
+    fresh pages from the system (page faults and zeroing), which cost more than
+    the memory-bound transforms that fill them (measured, 64->64 16x16 float32
+    forward with 1 MB chunks: 4.3 ms with fresh arrays per call, 0.9 ms kept).
+    They hold about five chunks' worth (``CHUNK_BYTES``) per thread and dtype
+    until `release_scratch`."""
+
+    def __init__(self, dtype: np.dtype):
+        self.dtype = np.dtype(dtype)
+        self.buffers: dict[str, np.ndarray] = {}
+
+    def __call__(self, name: str, shape: Ints) -> np.ndarray:
+        size = math.prod(shape)
+        buf = self.buffers.get(name)
+        if buf is None or buf.size < size:
+            buf = self.buffers[name] = np.empty(size, dtype=self.dtype)
+        return buf[:size].reshape(shape)
+
+
+_KEPT = threading.local()
+
+
+def _scratch(dtype: np.dtype) -> _Scratch:
+    """This thread's work arrays for ``dtype``."""
+    kept = _KEPT.__dict__.setdefault("by_dtype", {})
+    return kept.setdefault(np.dtype(dtype), _Scratch(dtype))
+
+
+def release_scratch() -> None:
+    """Drop this thread's work arrays (the next call allocates them again)."""
+    _KEPT.__dict__.pop("by_dtype", None)
+
+
+def _apply(mat: np.ndarray, a: np.ndarray, axes: int, scratch: Optional[_Scratch] = None
            ) -> np.ndarray:
-    """``mat`` applied along each of the first ``axes`` axes of the C-contiguous ``a``.
+    """``mat`` applied along each of the first ``axes`` axes of the C-contiguous ``a``
+    (into ``scratch``'s arrays ``apply0``/``apply1`` if given).
 
     Axis i is transformed by one broadcast ``np.matmul`` of ``mat`` with ``a``
     seen as (leading, size_i, rest): small GEMMs with long rows, no transposes.
@@ -94,10 +135,8 @@ def _apply(mat: np.ndarray, a: np.ndarray, axes: int, out: Optional[np.ndarray] 
         lead = math.prod(a.shape[:i])
         rest = math.prod(a.shape[i + 1:])
         shape = a.shape[:i] + (mat.shape[0],) + a.shape[i + 1:]
-        dst = out if (out is not None and i == axes - 1 and out.shape == shape) else None
-        b = np.matmul(mat, a.reshape(lead, a.shape[i], rest),
-                      out=None if dst is None else dst.reshape(lead, mat.shape[0], rest))
-        a = b.reshape(shape)
+        out = None if scratch is None else scratch(f"apply{i % 2}", (lead, mat.shape[0], rest))
+        a = np.matmul(mat, a.reshape(lead, a.shape[i], rest), out=out).reshape(shape)
     return a
 
 
@@ -105,9 +144,26 @@ def _tile_counts(out_size: Ints, m: int) -> Ints:
     return tuple(-(-o // m) for o in out_size)
 
 
-def _images_per_chunk(n: int, c: int, tiles: Ints, alpha: int, itemsize: int) -> int:
-    per_image = c * math.prod(tiles) * alpha ** len(tiles) * itemsize
-    return max(1, min(n, CHUNK_BYTES // max(1, per_image)))
+def _chunks(n: int, c: int, tiles: Ints, alpha: int, itemsize: int, budget: int
+            ) -> tuple[int, list[tuple[int, int, int, int]]]:
+    """(images placed at once, chunks (n0, n1, r0, r1)): images n0:n1, tile rows
+    r0:r1 of the first axis, whose transformed tiles (C channels) take about
+    ``budget`` bytes: whole images while one fits, else balanced blocks of one
+    image's tile rows (at least one)."""
+    row = c * math.prod(tiles[1:]) * alpha ** len(tiles) * itemsize
+    if row * tiles[0] <= budget:
+        step = max(1, min(n, budget // (row * tiles[0])))
+        return step, [(n0, min(n, n0 + step), 0, tiles[0]) for n0 in range(0, n, step)]
+    count = -(-tiles[0] // max(1, budget // row))
+    rows = -(-tiles[0] // count)
+    return 1, [(i, i + 1, r0, min(tiles[0], r0 + rows))
+               for i in range(n) for r0 in range(0, tiles[0], rows)]
+
+
+def _rows(a: np.ndarray, r0: int, r1: int, m: int, halo: int) -> np.ndarray:
+    """Tile rows r0:r1 (first spatial axis) of a channels-last chunk (images, *size, C)
+    whose tiles are m apart and ``halo`` longer: a view, C-contiguous for one image."""
+    return a[:, r0 * m:r1 * m + halo]
 
 
 def _tile_view(a: np.ndarray, lead: int, size: int, rest: int, tiles: int, m: int,
@@ -120,7 +176,8 @@ def _tile_view(a: np.ndarray, lead: int, size: int, rest: int, tiles: int, m: in
                       writeable=False)
 
 
-def _input_tiles(placed: np.ndarray, tiles: Ints, m: int, bt: np.ndarray) -> np.ndarray:
+def _input_tiles(placed: np.ndarray, tiles: Ints, m: int, bt: np.ndarray,
+                 scratch: _Scratch) -> np.ndarray:
     """B^T d of every tile of the channels-last images ``placed`` (n, *size, C)
     (size = tiles * m + 2), as (alpha^D, n * prod(tiles), C): the transformed
     positions (a_D, ..., a_1) first, then the tiles (n, t_1, ..., t_D), channels last.
@@ -138,9 +195,10 @@ def _input_tiles(placed: np.ndarray, tiles: Ints, m: int, bt: np.ndarray) -> np.
     for i, t in enumerate(tiles):
         size = placed.shape[1 + i]
         rest = math.prod(placed.shape[2 + i:])
-        g = np.empty((alpha, lead, t, rest), dtype=placed.dtype)
+        g = scratch("gather", (alpha, lead, t, rest))
         np.copyto(g, _tile_view(a, lead, size, rest, t, m, alpha))
-        a = np.matmul(bt, g.reshape(alpha, -1)).reshape(alpha, lead, t, rest)
+        a = np.matmul(bt, g.reshape(alpha, -1), out=scratch("tiles", (alpha, lead * t * rest))
+                      ).reshape(alpha, lead, t, rest)
         lead *= alpha * t
     return a.reshape(alpha ** len(tiles), -1, placed.shape[-1])
 
@@ -163,7 +221,7 @@ def _grouped_columns(a: np.ndarray, groups: int) -> np.ndarray:
     return a.reshape(p, r, groups, c // groups).transpose(0, 2, 1, 3)
 
 
-def _store(z: np.ndarray, y: np.ndarray, tiles: Ints, m: int) -> None:
+def _store(z: np.ndarray, y: np.ndarray, tiles: Ints, m: int, scratch: _Scratch) -> None:
     """y (n, o, *out) <- the output tiles z (m_D, ..., m_1, n, t_1, ..., t_D, o):
     the tiles copied into place channels-last (runs of o), then transposed into
     ``y`` a block of rows at a time (``TRANSPOSE_BYTES``: a whole image's
@@ -174,7 +232,7 @@ def _store(z: np.ndarray, y: np.ndarray, tiles: Ints, m: int) -> None:
     # (n, t_1, m_1, ..., t_D, m_D, o) as axes of z
     order = (nd,) + tuple(i for a in range(nd) for i in (nd + 1 + a, nd - 1 - a)) + (2 * nd + 1,)
     src = z.reshape((m,) * nd + (n,) + tuple(tiles) + (o,)).transpose(order)
-    nhwc = np.empty((n,) + full + (o,), dtype=y.dtype)
+    nhwc = scratch("nhwc", (n,) + full + (o,))
     np.copyto(nhwc.reshape(src.shape), src)
     out_size = y.shape[2:]
     row = math.prod(out_size[1:]) * o * y.itemsize
@@ -246,17 +304,19 @@ def _correlate_placed(x: np.ndarray, w: np.ndarray, lo: Ints, y: np.ndarray, gro
     o = w.shape[0]
     tiles = _tile_counts(y.shape[2:], m)
     u = _weight_tiles(w, g, groups)                  # (xi, groups, cg, og)
-    step = _images_per_chunk(n, c, tiles, alpha, w.dtype.itemsize)
+    step, chunks = _chunks(n, c, tiles, alpha, w.dtype.itemsize, CHUNK_BYTES)
     placed = _PlacedImagesNHWC(x, lo, tuple(t * m + 2 for t in tiles), step, w.dtype)
-    for n0 in range(0, n, step):
-        n1 = min(n, n0 + step)
-        v = _input_tiles(placed[n0:n1], tiles, m, bt)   # (xi, X, C)
-        mm = np.empty(v.shape[:2] + (o,), dtype=w.dtype)
+    scratch = _scratch(w.dtype)
+    images = None
+    for n0, n1, r0, r1 in chunks:
+        if r0 == 0:
+            images = placed[n0:n1]
+        part = (r1 - r0,) + tiles[1:]
+        v = _input_tiles(_rows(images, r0, r1, m, 2), part, m, bt, scratch)   # (xi, X, C)
+        mm = scratch("products", v.shape[:2] + (o,))
         np.matmul(_grouped_columns(v, groups), u, out=_grouped_columns(mm, groups))
-        del v
-        z = _apply(at, mm.reshape((alpha,) * nd + mm.shape[1:]), nd)
-        del mm
-        _store(z, y[n0:n1], tiles, m)
+        z = _apply(at, mm.reshape((alpha,) * nd + mm.shape[1:]), nd, scratch)
+        _store(z, y[n0:n1, :, r0 * m:r1 * m], part, m, scratch)
 
 
 def _out_size(size: Ints, padding: Ints, dilation: Ints) -> Ints:
@@ -311,7 +371,8 @@ def input_grad(go: np.ndarray, w: np.ndarray, in_size: Ints, padding: Ints, grou
     return gx
 
 
-def _output_tiles(go: np.ndarray, tiles: Ints, m: int, at: np.ndarray) -> np.ndarray:
+def _output_tiles(go: np.ndarray, tiles: Ints, m: int, at: np.ndarray,
+                  scratch: _Scratch) -> np.ndarray:
     """A dy of every output tile of the channels-last grad-output chunk ``go``
     (n, *tiles * m, O) (zeros past the output), as (alpha^D, n * prod(tiles), O)
     in ``_input_tiles``' order: the tiles gathered as (m_D, ..., m_1, n, t_1, ...,
@@ -322,9 +383,9 @@ def _output_tiles(go: np.ndarray, tiles: Ints, m: int, at: np.ndarray) -> np.nda
     # (m_D, ..., m_1, n, t_1, ..., t_D, O) as axes of split
     order = tuple(2 * a + 2 for a in range(nd - 1, -1, -1)) + (0,) + \
         tuple(2 * a + 1 for a in range(nd)) + (2 * nd + 1,)
-    gt = np.empty(tuple(split.shape[i] for i in order), dtype=go.dtype)
+    gt = scratch("gathered", tuple(split.shape[i] for i in order))
     np.copyto(gt, split.transpose(order))
-    gh = _apply(np.ascontiguousarray(at.T), gt, nd)
+    gh = _apply(np.ascontiguousarray(at.T), gt, nd, scratch)
     return gh.reshape(at.shape[1] ** nd, -1, o)
 
 
@@ -345,24 +406,31 @@ def weight_grad(x: np.ndarray, go: np.ndarray, padding: Ints, groups: int, m: in
     # whole chunk's would be a second array of z's size (2.4 MB at 128 channels)
     block = max(1, z.shape[0] // SUM_BLOCKS)
     part = np.empty((block,) + z.shape[1:], dtype=dtype)
+    scratch = _scratch(dtype)
     for phases in _phases(x.shape[2:], padding, dilation, go.shape[2:]):
         pairs = tuple(zip(phases, dilation))
         xs, gs = x[_every(pairs, "start")], go[_every(pairs, "r")]
         n = xs.shape[0]
         tiles = _tile_counts(gs.shape[2:], m)
-        step = _images_per_chunk(n, c, tiles, alpha, np.dtype(dtype).itemsize)
+        # chunks large enough that the products added into z (its size per chunk)
+        # do not outweigh the chunk's own work
+        step, chunks = _chunks(n, c, tiles, alpha, np.dtype(dtype).itemsize,
+                               max(CHUNK_BYTES, z.nbytes // 2))
         placed = _PlacedImagesNHWC(xs, tuple(ph.lo for ph in phases),
                                    tuple(t * m + 2 for t in tiles), step, dtype)
         placed_go = _PlacedImagesNHWC(gs, (0,) * nd, tuple(t * m for t in tiles), step, dtype)
-        for n0 in range(0, n, step):
-            n1 = min(n, n0 + step)
-            v = _grouped_columns(_input_tiles(placed[n0:n1], tiles, m, bt), groups)
-            gh = _grouped_columns(_output_tiles(placed_go[n0:n1], tiles, m, at), groups)
+        for n0, n1, r0, r1 in chunks:
+            if r0 == 0:
+                images, images_go = placed[n0:n1], placed_go[n0:n1]
+            part_tiles = (r1 - r0,) + tiles[1:]
+            v = _grouped_columns(_input_tiles(_rows(images, r0, r1, m, 2), part_tiles, m, bt,
+                                              scratch), groups)
+            gh = _grouped_columns(_output_tiles(_rows(images_go, r0, r1, m, 0), part_tiles,
+                                                m, at, scratch), groups)
             for p0 in range(0, z.shape[0], block):
                 p1 = min(z.shape[0], p0 + block)
                 np.matmul(v[p0:p1].swapaxes(-1, -2), gh[p0:p1], out=part[:p1 - p0])
                 z[p0:p1] += part[:p1 - p0]
-            del v, gh
     # (a_D..a_1, cg, o) -> G^T along the a axes -> (k_D..k_1, cg, o) -> (o, cg, k_1..k_D)
     dw = _apply(np.ascontiguousarray(g.T),
                 z.transpose(0, 2, 1, 3).reshape((alpha,) * nd + (cg, o)), nd)
