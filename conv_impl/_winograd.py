@@ -123,10 +123,11 @@ def release_scratch() -> None:
     _KEPT.__dict__.pop("by_dtype", None)
 
 
-def _apply(mat: np.ndarray, a: np.ndarray, axes: int, scratch: Optional[_Scratch] = None
-           ) -> np.ndarray:
+def _apply(mat: np.ndarray, a: np.ndarray, axes: int, scratch: Optional[_Scratch] = None,
+           names: tuple[str, str] = ("", "")) -> np.ndarray:
     """``mat`` applied along each of the first ``axes`` axes of the C-contiguous ``a``
-    (into ``scratch``'s arrays ``apply0``/``apply1`` if given).
+    (axis i into ``scratch``'s array ``names[i % 2]`` if given: ``names[0]`` may
+    not hold ``a``).
 
     Axis i is transformed by one broadcast ``np.matmul`` of ``mat`` with ``a``
     seen as (leading, size_i, rest): small GEMMs with long rows, no transposes.
@@ -135,7 +136,7 @@ def _apply(mat: np.ndarray, a: np.ndarray, axes: int, scratch: Optional[_Scratch
         lead = math.prod(a.shape[:i])
         rest = math.prod(a.shape[i + 1:])
         shape = a.shape[:i] + (mat.shape[0],) + a.shape[i + 1:]
-        out = None if scratch is None else scratch(f"apply{i % 2}", (lead, mat.shape[0], rest))
+        out = None if scratch is None else scratch(names[i % 2], (lead, mat.shape[0], rest))
         a = np.matmul(mat, a.reshape(lead, a.shape[i], rest), out=out).reshape(shape)
     return a
 
@@ -195,9 +196,9 @@ def _input_tiles(placed: np.ndarray, tiles: Ints, m: int, bt: np.ndarray,
     for i, t in enumerate(tiles):
         size = placed.shape[1 + i]
         rest = math.prod(placed.shape[2 + i:])
-        g = scratch("gather", (alpha, lead, t, rest))
+        g = scratch("a", (alpha, lead, t, rest))
         np.copyto(g, _tile_view(a, lead, size, rest, t, m, alpha))
-        a = np.matmul(bt, g.reshape(alpha, -1), out=scratch("tiles", (alpha, lead * t * rest))
+        a = np.matmul(bt, g.reshape(alpha, -1), out=scratch("b", (alpha, lead * t * rest))
                       ).reshape(alpha, lead, t, rest)
         lead *= alpha * t
     return a.reshape(alpha ** len(tiles), -1, placed.shape[-1])
@@ -221,7 +222,8 @@ def _grouped_columns(a: np.ndarray, groups: int) -> np.ndarray:
     return a.reshape(p, r, groups, c // groups).transpose(0, 2, 1, 3)
 
 
-def _store(z: np.ndarray, y: np.ndarray, tiles: Ints, m: int, scratch: _Scratch) -> None:
+def _store(z: np.ndarray, y: np.ndarray, tiles: Ints, m: int, scratch: _Scratch,
+           name: str) -> None:
     """y (n, o, *out) <- the output tiles z (m_D, ..., m_1, n, t_1, ..., t_D, o):
     the tiles copied into place channels-last (runs of o), then transposed into
     ``y`` a block of rows at a time (``TRANSPOSE_BYTES``: a whole image's
@@ -232,7 +234,7 @@ def _store(z: np.ndarray, y: np.ndarray, tiles: Ints, m: int, scratch: _Scratch)
     # (n, t_1, m_1, ..., t_D, m_D, o) as axes of z
     order = (nd,) + tuple(i for a in range(nd) for i in (nd + 1 + a, nd - 1 - a)) + (2 * nd + 1,)
     src = z.reshape((m,) * nd + (n,) + tuple(tiles) + (o,)).transpose(order)
-    nhwc = scratch("nhwc", (n,) + full + (o,))
+    nhwc = scratch(name, (n,) + full + (o,))
     np.copyto(nhwc.reshape(src.shape), src)
     out_size = y.shape[2:]
     row = math.prod(out_size[1:]) * o * y.itemsize
@@ -313,10 +315,12 @@ def _correlate_placed(x: np.ndarray, w: np.ndarray, lo: Ints, y: np.ndarray, gro
             images = placed[n0:n1]
         part = (r1 - r0,) + tiles[1:]
         v = _input_tiles(_rows(images, r0, r1, m, 2), part, m, bt, scratch)   # (xi, X, C)
-        mm = scratch("products", v.shape[:2] + (o,))
+        # three arrays in turn: v in b, its products in a, A^T into b and a by turns,
+        # the channels-last output in whichever of them A^T did not end in
+        mm = scratch("a", v.shape[:2] + (o,))
         np.matmul(_grouped_columns(v, groups), u, out=_grouped_columns(mm, groups))
-        z = _apply(at, mm.reshape((alpha,) * nd + mm.shape[1:]), nd, scratch)
-        _store(z, y[n0:n1, :, r0 * m:r1 * m], part, m, scratch)
+        z = _apply(at, mm.reshape((alpha,) * nd + mm.shape[1:]), nd, scratch, ("b", "a"))
+        _store(z, y[n0:n1, :, r0 * m:r1 * m], part, m, scratch, "ab"[nd % 2])
 
 
 def _out_size(size: Ints, padding: Ints, dilation: Ints) -> Ints:
@@ -383,9 +387,9 @@ def _output_tiles(go: np.ndarray, tiles: Ints, m: int, at: np.ndarray,
     # (m_D, ..., m_1, n, t_1, ..., t_D, O) as axes of split
     order = tuple(2 * a + 2 for a in range(nd - 1, -1, -1)) + (0,) + \
         tuple(2 * a + 1 for a in range(nd)) + (2 * nd + 1,)
-    gt = scratch("gathered", tuple(split.shape[i] for i in order))
+    gt = scratch("a", tuple(split.shape[i] for i in order))
     np.copyto(gt, split.transpose(order))
-    gh = _apply(np.ascontiguousarray(at.T), gt, nd, scratch)
+    gh = _apply(np.ascontiguousarray(at.T), gt, nd, scratch, ("c", "a"))  # not b: v's
     return gh.reshape(at.shape[1] ** nd, -1, o)
 
 
