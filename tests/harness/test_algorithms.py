@@ -60,10 +60,11 @@ def algorithm_cases(draw, op: str, dtype: str, kernels: st.SearchStrategy[int],
     return draw_case(draw, problem)
 
 
-#: each correct implementation and the geometries its algorithm serves
+#: each correct implementation and the geometries its algorithm serves (Winograd:
+#: a dilated kernel as one undilated correlation per residue class)
 SERVED = {
-    "conv_impl.winograd": (st.just(3), st.just(1)),
-    "conv_impl.winograd:f2": (st.just(3), st.just(1)),
+    "conv_impl.winograd": (st.just(3), st.integers(1, 2)),
+    "conv_impl.winograd:f2": (st.just(3), st.integers(1, 2)),
     "conv_impl.fft": (st.integers(2, 6), st.integers(1, 2)),
 }
 
@@ -72,6 +73,17 @@ SERVED = {
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("spec", sorted(SERVED))
 def test_correct_algorithms_raise_no_false_alarm(spec, dtype, op):
+    _no_false_alarm(spec, dtype, op)
+
+
+@pytest.mark.parametrize("op", ["conv2d", "conv3d", "conv_transpose1d"])
+def test_winograd_in_chunks_of_tile_rows_raises_no_false_alarm(op, monkeypatch):
+    """Chunks smaller than an image: blocks of its tile rows (`_winograd._chunks`)."""
+    monkeypatch.setattr(_winograd, "CHUNK_BYTES", 64)
+    _no_false_alarm("conv_impl.winograd", "float32", op)
+
+
+def _no_false_alarm(spec: str, dtype: str, op: str) -> None:
     target = load_implementation(spec)
     kernels, dilations = SERVED[spec]
     taken: set[str] = set()
