@@ -27,10 +27,9 @@ never hold the whole batch.
 
 from __future__ import annotations
 
-import itertools
 import math
 import threading
-from typing import NamedTuple, Optional
+from typing import Optional
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -141,8 +140,9 @@ def _apply(mat: np.ndarray, a: np.ndarray, axes: int, scratch: Optional[_Scratch
     return a
 
 
-def _tile_counts(out_size: Ints, m: int) -> Ints:
-    return tuple(-(-o // m) for o in out_size)
+def _tile_counts(out_size: Ints, m: int, dilation: Ints) -> Ints:
+    """Tiles per residue class and axis: the residues' outputs, ceil(out / d), by m."""
+    return tuple(-(-(-(-o // d)) // m) for o, d in zip(out_size, dilation))
 
 
 def _chunks(n: int, c: int, tiles: Ints, alpha: int, itemsize: int, budget: int
@@ -161,46 +161,50 @@ def _chunks(n: int, c: int, tiles: Ints, alpha: int, itemsize: int, budget: int
                for i in range(n) for r0 in range(0, tiles[0], rows)]
 
 
-def _rows(a: np.ndarray, r0: int, r1: int, m: int, halo: int) -> np.ndarray:
+def _rows(a: np.ndarray, r0: int, r1: int, step: int, halo: int) -> np.ndarray:
     """Tile rows r0:r1 (first spatial axis) of a channels-last chunk (images, *size, C)
-    whose tiles are m apart and ``halo`` longer: a view, C-contiguous for one image."""
-    return a[:, r0 * m:r1 * m + halo]
+    whose tiles are ``step`` apart and ``halo`` longer: a view, C-contiguous for one
+    image."""
+    return a[:, r0 * step:r1 * step + halo]
 
 
 def _tile_view(a: np.ndarray, lead: int, size: int, rest: int, tiles: int, m: int,
-               alpha: int) -> np.ndarray:
-    """(alpha, lead, tiles, rest) view of the overlapping tiles (start m*t, alpha
-    long) along the middle axis of the C-contiguous ``a`` seen as (lead, size, rest)."""
+               alpha: int, d: int) -> np.ndarray:
+    """(alpha, lead, d, tiles, rest) view of the overlapping tiles along the middle
+    axis of the C-contiguous ``a`` seen as (lead, size, rest): tile t of residue r
+    is the positions r + d * (m*t + j), j < alpha (d = 1: plain tiles m apart)."""
     it = a.itemsize
-    return as_strided(a, shape=(alpha, lead, tiles, rest),
-                      strides=(rest * it, size * rest * it, m * rest * it, it),
+    return as_strided(a, shape=(alpha, lead, d, tiles, rest),
+                      strides=(d * rest * it, size * rest * it, rest * it, d * m * rest * it, it),
                       writeable=False)
 
 
 def _input_tiles(placed: np.ndarray, tiles: Ints, m: int, bt: np.ndarray,
-                 scratch: _Scratch) -> np.ndarray:
+                 dilation: Ints, scratch: _Scratch) -> np.ndarray:
     """B^T d of every tile of the channels-last images ``placed`` (n, *size, C)
-    (size = tiles * m + 2), as (alpha^D, n * prod(tiles), C): the transformed
-    positions (a_D, ..., a_1) first, then the tiles (n, t_1, ..., t_D), channels last.
+    (size = dilation * (tiles * m + 2)), as (alpha^D, X, C), X = n * prod(dilation
+    * tiles): the transformed positions (a_D, ..., a_1) first, then the tiles (n,
+    (r_1, t_1), ..., (r_D, t_D)), channels last. With a dilation d each residue
+    class r of an axis has its own tiles, of every d-th position (the taps of a
+    dilated kernel read only their residue class).
 
     Axis by axis: the overlapping tiles along the axis are gathered as
-    (alpha, before, tiles, after) -- one copy whose runs are the whole rest of
-    the array (at least the C channels), so it streams -- and B^T is one GEMM
-    over the new leading alpha axis (a K = alpha product, memory-bound). The
+    (alpha, before, residues, tiles, after) -- one copy whose runs are the whole
+    rest of the array (at least the C channels), so it streams -- and B^T is one
+    GEMM over the new leading alpha axis (a K = alpha product, memory-bound). The
     gathered axis ends up first, the tiles axis in place of the axis: after
     the last axis, the layout the GEMMs over the channels read as
     (tiles x C) matrices."""
     alpha = bt.shape[0]
     a = placed
     lead = placed.shape[0]
-    for i, t in enumerate(tiles):
+    for i, (t, d) in enumerate(zip(tiles, dilation)):
         size = placed.shape[1 + i]
         rest = math.prod(placed.shape[2 + i:])
-        g = scratch("a", (alpha, lead, t, rest))
-        np.copyto(g, _tile_view(a, lead, size, rest, t, m, alpha))
-        a = np.matmul(bt, g.reshape(alpha, -1), out=scratch("b", (alpha, lead * t * rest))
-                      ).reshape(alpha, lead, t, rest)
-        lead *= alpha * t
+        g = scratch("a", (alpha, lead, d, t, rest))
+        np.copyto(g, _tile_view(a, lead, size, rest, t, m, alpha, d))
+        a = np.matmul(bt, g.reshape(alpha, -1), out=scratch("b", (alpha, lead * d * t * rest)))
+        lead *= alpha * d * t
     return a.reshape(alpha ** len(tiles), -1, placed.shape[-1])
 
 
@@ -222,18 +226,21 @@ def _grouped_columns(a: np.ndarray, groups: int) -> np.ndarray:
     return a.reshape(p, r, groups, c // groups).transpose(0, 2, 1, 3)
 
 
-def _store(z: np.ndarray, y: np.ndarray, tiles: Ints, m: int, scratch: _Scratch,
-           name: str) -> None:
-    """y (n, o, *out) <- the output tiles z (m_D, ..., m_1, n, t_1, ..., t_D, o):
-    the tiles copied into place channels-last (runs of o), then transposed into
-    ``y`` a block of rows at a time (``TRANSPOSE_BYTES``: a whole image's
-    transpose reads with a power-of-two stride and thrashes the cache)."""
+def _store(z: np.ndarray, y: np.ndarray, tiles: Ints, m: int, dilation: Ints,
+           scratch: _Scratch, name: str) -> None:
+    """y (n, o, *out) <- the output tiles z (m_D, ..., m_1, n, (r_1, t_1), ..., (r_D,
+    t_D), o) (output position r + d * (m*t + j)): the tiles copied into place
+    channels-last (runs of o), then transposed into ``y`` a block of rows at a time
+    (``TRANSPOSE_BYTES``: a whole image's transpose reads with a power-of-two
+    stride and thrashes the cache)."""
     nd = len(tiles)
     n, o = y.shape[:2]
-    full = tuple(t * m for t in tiles)
-    # (n, t_1, m_1, ..., t_D, m_D, o) as axes of z
-    order = (nd,) + tuple(i for a in range(nd) for i in (nd + 1 + a, nd - 1 - a)) + (2 * nd + 1,)
-    src = z.reshape((m,) * nd + (n,) + tuple(tiles) + (o,)).transpose(order)
+    full = tuple(d * t * m for t, d in zip(tiles, dilation))
+    # (n, t_1, m_1, r_1, ..., t_D, m_D, r_D, o) as axes of z
+    order = (nd,) + tuple(i for a in range(nd) for i in (nd + 2 + 2 * a, nd - 1 - a,
+                                                          nd + 1 + 2 * a)) + (3 * nd + 1,)
+    split = tuple(i for t, d in zip(tiles, dilation) for i in (d, t))
+    src = z.reshape((m,) * nd + (n,) + split + (o,)).transpose(order)
     nhwc = scratch(name, (n,) + full + (o,))
     np.copyto(nhwc.reshape(src.shape), src)
     out_size = y.shape[2:]
@@ -247,52 +254,10 @@ def _store(z: np.ndarray, y: np.ndarray, tiles: Ints, m: int, scratch: _Scratch,
             nhwc[(slice(None), slice(r0, r1)) + crop].transpose(back)
 
 
-class _Phase(NamedTuple):
-    """One axis of one residue class of a dilated correlation: the outputs
-    ``r, r + d, ...`` (``count`` of them) read only the padded inputs of their
-    residue, an undilated correlation of the inputs ``start, start + d, ...``
-    (``length`` of them) placed at ``lo`` among zeros."""
-
-    r: int
-    start: int
-    lo: int
-    count: int
-    length: int
-
-
-def _phases(size: Ints, padding: Ints, dilation: Ints, out_size: Ints
-            ) -> list[tuple[_Phase, ...]]:
-    """The residue classes (one `_Phase` per axis) of a correlation with a
-    3-tap kernel of ``dilation``; one, at ``lo = padding``, for dilation 1."""
-    per_axis = []
-    for s, p, d, o in zip(size, padding, dilation, out_size):
-        axis = []
-        for r in range(d):
-            count = -(-(o - r) // d)
-            if count > 0:
-                lo = max(0, -(-(p - r) // d))
-                start = r + d * lo - p
-                axis.append(_Phase(r, start, lo, count,
-                                   max(0, min(-(-(s - start) // d), count + 2 - lo))))
-        per_axis.append(axis)
-    return list(itertools.product(*per_axis))
-
-
-def _every(phases: tuple[_Phase, ...], key: str) -> tuple[slice, ...]:
-    """(N, C) then per axis the phase's positions: outputs (``r``) or inputs (``start``)."""
-    out = [slice(None), slice(None)]
-    for ph, step in phases:
-        if key == "r":
-            out.append(slice(ph.r, None, step))
-        else:
-            out.append(slice(ph.start, ph.start + step * max(0, ph.length - 1) + 1, step))
-    return tuple(out)
-
-
 def _correlate_placed(x: np.ndarray, w: np.ndarray, lo: Ints, y: np.ndarray, groups: int,
-                      m: int) -> None:
-    """y (N, C_out, *out) <- the correlation (stride 1, dilation 1) with ``w`` of
-    ``x`` placed at offset ``lo`` among zeros (cropped where it does not fit).
+                      m: int, dilation: Ints) -> None:
+    """y (N, C_out, *out) <- the correlation (stride 1) with ``w`` (taps ``dilation``
+    apart) of ``x`` placed at offset ``lo`` among zeros (cropped where it does not fit).
 
     Channels-last throughout: a chunk of images is placed channels-last among
     zeros, its tiles transformed (``_input_tiles``), one GEMM per transformed
@@ -304,27 +269,33 @@ def _correlate_placed(x: np.ndarray, w: np.ndarray, lo: Ints, y: np.ndarray, gro
     nd = w.ndim - 2
     n, c = x.shape[:2]
     o = w.shape[0]
-    tiles = _tile_counts(y.shape[2:], m)
+    tiles = _tile_counts(y.shape[2:], m, dilation)
     u = _weight_tiles(w, g, groups)                  # (xi, groups, cg, og)
-    step, chunks = _chunks(n, c, tiles, alpha, w.dtype.itemsize, CHUNK_BYTES)
-    placed = _PlacedImagesNHWC(x, lo, tuple(t * m + 2 for t in tiles), step, w.dtype)
+    step, chunks = _chunks(n, c * math.prod(dilation), tiles, alpha, w.dtype.itemsize,
+                           CHUNK_BYTES)
+    placed = _PlacedImagesNHWC(x, lo, _placed_size(tiles, m, dilation), step, w.dtype)
     scratch = _scratch(w.dtype)
+    d1 = dilation[0]
     images = None
     for n0, n1, r0, r1 in chunks:
         if r0 == 0:
             images = placed[n0:n1]
         part = (r1 - r0,) + tiles[1:]
-        v = _input_tiles(_rows(images, r0, r1, m, 2), part, m, bt, scratch)   # (xi, X, C)
+        v = _input_tiles(_rows(images, r0, r1, d1 * m, 2 * d1), part, m, bt, dilation,
+                         scratch)                       # (xi, X, C)
         # three arrays in turn: v in b, its products in a, A^T into b and a by turns,
         # the channels-last output in whichever of them A^T did not end in
         mm = scratch("a", v.shape[:2] + (o,))
         np.matmul(_grouped_columns(v, groups), u, out=_grouped_columns(mm, groups))
         z = _apply(at, mm.reshape((alpha,) * nd + mm.shape[1:]), nd, scratch, ("b", "a"))
-        _store(z, y[n0:n1, :, r0 * m:r1 * m], part, m, scratch, "ab"[nd % 2])
+        _store(z, y[n0:n1, :, r0 * d1 * m:r1 * d1 * m], part, m, dilation, scratch,
+               "ab"[nd % 2])
 
 
-def _out_size(size: Ints, padding: Ints, dilation: Ints) -> Ints:
-    return tuple(s + 2 * p - 2 * d for s, p, d in zip(size, padding, dilation))
+def _placed_size(tiles: Ints, m: int, dilation: Ints) -> Ints:
+    """Extent of the zero box the tiles read: residue r's last tile reaches
+    r + d * (m*t + m + 1)."""
+    return tuple(d * (t * m + 2) for t, d in zip(tiles, dilation))
 
 
 def correlate(x: np.ndarray, w: np.ndarray, padding: Ints, groups: int, m: int,
@@ -332,28 +303,21 @@ def correlate(x: np.ndarray, w: np.ndarray, padding: Ints, groups: int, m: int,
     """y = correlate(pad(x, padding), w) for 3-tap kernels at stride 1.
 
     ``x``: (N, C_in, *S) (any float dtype, read only); ``w``: (C_out, C_in/groups,
-    3, ...) in the compute dtype. Returns (N, C_out, *out) in ``w``'s dtype, no bias.
-    A dilation d splits it into d^D undilated correlations, one per residue
-    class of the outputs (`_phases`)."""
+    3, ...) in the compute dtype. Returns (N, C_out, *out) in ``w``'s dtype, no bias."""
     nd = w.ndim - 2
     dilation = dilation or (1,) * nd
-    out_size = _out_size(x.shape[2:], padding, dilation)
+    out_size = tuple(s + 2 * p - 2 * d for s, p, d in zip(x.shape[2:], padding, dilation))
     y = np.empty((x.shape[0], w.shape[0]) + out_size, dtype=w.dtype)
-    for phases in _phases(x.shape[2:], padding, dilation, out_size):
-        pairs = tuple(zip(phases, dilation))
-        _correlate_placed(x[_every(pairs, "start")], w, tuple(ph.lo for ph in phases),
-                          y[_every(pairs, "r")], groups, m)
+    _correlate_placed(x, w, padding, y, groups, m, dilation)
     return y
 
 
 def input_grad(go: np.ndarray, w: np.ndarray, in_size: Ints, padding: Ints, groups: int,
                m: int, dilation: Optional[Ints] = None) -> np.ndarray:
-    """d/dx of sum(correlate(pad(x, padding), w) * go), (N, C_in, *in_size).
-
-    Per residue class (`_phases`): the inputs ``lo + j`` of the undilated
-    correlation get sum_k go[lo + j - k] w[k], the correlation of ``go`` placed at
-    ``2 - lo`` with the kernel flipped and its channel axes swapped (within each
-    group); inputs no window reads get zero."""
+    """d/dx of sum(correlate(pad(x, padding), w) * go), (N, C_in, *in_size):
+    dx[u] = sum_k go[u + p - k*d] w[k], the correlation of ``go`` placed at
+    2d - p with the kernel flipped and its channel axes swapped (within each
+    group)."""
     nd = w.ndim - 2
     dilation = dilation or (1,) * nd
     o, cg = w.shape[:2]
@@ -361,32 +325,26 @@ def input_grad(go: np.ndarray, w: np.ndarray, in_size: Ints, padding: Ints, grou
     flipped = w[(slice(None), slice(None)) + (slice(None, None, -1),) * nd]
     swapped = flipped.reshape((groups, og, cg) + w.shape[2:]).swapaxes(1, 2)
     swapped = np.ascontiguousarray(swapped).reshape((groups * cg, og) + w.shape[2:])
-    every = _phases(in_size, padding, dilation, go.shape[2:])
-    covered = all(sum(ph.length for ph in {p[a] for p in every}) == s
-                  for a, s in enumerate(in_size))
-    gx = (np.empty if covered else np.zeros)((go.shape[0], groups * cg) + tuple(in_size),
-                                             dtype=w.dtype)
-    for phases in every:
-        if all(ph.length for ph in phases):
-            pairs = tuple(zip(phases, dilation))
-            _correlate_placed(go[_every(pairs, "r")], swapped,
-                              tuple(2 - ph.lo for ph in phases), gx[_every(pairs, "start")],
-                              groups, m)
+    gx = np.empty((go.shape[0], groups * cg) + tuple(in_size), dtype=w.dtype)
+    _correlate_placed(go, swapped, tuple(2 * d - p for p, d in zip(padding, dilation)), gx,
+                      groups, m, dilation)
     return gx
 
 
-def _output_tiles(go: np.ndarray, tiles: Ints, m: int, at: np.ndarray,
+def _output_tiles(go: np.ndarray, tiles: Ints, m: int, dilation: Ints, at: np.ndarray,
                   scratch: _Scratch) -> np.ndarray:
     """A dy of every output tile of the channels-last grad-output chunk ``go``
-    (n, *tiles * m, O) (zeros past the output), as (alpha^D, n * prod(tiles), O)
-    in ``_input_tiles``' order: the tiles gathered as (m_D, ..., m_1, n, t_1, ...,
-    t_D, O) (runs of O), A (= (A^T)^T) along each leading axis."""
+    (n, *dilation * tiles * m, O) (zeros past the output), as (alpha^D, X, O) in
+    ``_input_tiles``' order: the tiles gathered as (m_D, ..., m_1, n, (r_1, t_1),
+    ..., (r_D, t_D), O) (runs of O), A (= (A^T)^T) along each leading axis."""
     nd = len(tiles)
     n, o = go.shape[0], go.shape[-1]
-    split = go.reshape((n,) + tuple(i for t in tiles for i in (t, m)) + (o,))
-    # (m_D, ..., m_1, n, t_1, ..., t_D, O) as axes of split
-    order = tuple(2 * a + 2 for a in range(nd - 1, -1, -1)) + (0,) + \
-        tuple(2 * a + 1 for a in range(nd)) + (2 * nd + 1,)
+    # position r + d * (m*t + j) of an axis as its (t, j, r)
+    split = go.reshape((n,) + tuple(i for t, d in zip(tiles, dilation) for i in (t, m, d))
+                       + (o,))
+    # (m_D, ..., m_1, n, r_1, t_1, ..., r_D, t_D, O) as axes of split
+    order = tuple(3 * a + 2 for a in range(nd - 1, -1, -1)) + (0,) + \
+        tuple(i for a in range(nd) for i in (3 * a + 3, 3 * a + 1)) + (3 * nd + 1,)
     gt = scratch("a", tuple(split.shape[i] for i in order))
     np.copyto(gt, split.transpose(order))
     gh = _apply(np.ascontiguousarray(at.T), gt, nd, scratch, ("c", "a"))  # not b: v's
@@ -396,14 +354,15 @@ def _output_tiles(go: np.ndarray, tiles: Ints, m: int, at: np.ndarray,
 def weight_grad(x: np.ndarray, go: np.ndarray, padding: Ints, groups: int, m: int,
                 dtype: np.dtype, dilation: Optional[Ints] = None) -> np.ndarray:
     """d/dw of sum(correlate(pad(x, padding), w) * go), (C_out, C_in/groups, 3, ...):
-    G^T [ (B^T d) * (A dy) ] summed over images, tiles (and residue classes,
-    `_phases`), one GEMM per transformed position and group ((C_in/G x tiles) @
-    (tiles x C_out/G)), channels-last as in `_correlate_placed`."""
+    G^T [ (B^T d) * (A dy) ] summed over images and tiles (of every residue class),
+    one GEMM per transformed position and group ((C_in/G x tiles) @ (tiles x
+    C_out/G)), channels-last as in `_correlate_placed`."""
     bt, g, at = (t.astype(dtype) for t in TRANSFORMS[m])
     alpha = bt.shape[0]
     nd = go.ndim - 2
     dilation = dilation or (1,) * nd
-    c, o = x.shape[1], go.shape[1]
+    n, c = x.shape[:2]
+    o = go.shape[1]
     cg, og = c // groups, o // groups
     z = np.zeros((alpha ** nd, groups, cg, og), dtype=dtype)
     # the products of a block of transformed positions at a time, added into z: a
@@ -411,30 +370,27 @@ def weight_grad(x: np.ndarray, go: np.ndarray, padding: Ints, groups: int, m: in
     block = max(1, z.shape[0] // SUM_BLOCKS)
     part = np.empty((block,) + z.shape[1:], dtype=dtype)
     scratch = _scratch(dtype)
-    for phases in _phases(x.shape[2:], padding, dilation, go.shape[2:]):
-        pairs = tuple(zip(phases, dilation))
-        xs, gs = x[_every(pairs, "start")], go[_every(pairs, "r")]
-        n = xs.shape[0]
-        tiles = _tile_counts(gs.shape[2:], m)
-        # chunks large enough that the products added into z (its size per chunk)
-        # do not outweigh the chunk's own work
-        step, chunks = _chunks(n, c, tiles, alpha, np.dtype(dtype).itemsize,
-                               max(CHUNK_BYTES, z.nbytes // 2))
-        placed = _PlacedImagesNHWC(xs, tuple(ph.lo for ph in phases),
-                                   tuple(t * m + 2 for t in tiles), step, dtype)
-        placed_go = _PlacedImagesNHWC(gs, (0,) * nd, tuple(t * m for t in tiles), step, dtype)
-        for n0, n1, r0, r1 in chunks:
-            if r0 == 0:
-                images, images_go = placed[n0:n1], placed_go[n0:n1]
-            part_tiles = (r1 - r0,) + tiles[1:]
-            v = _grouped_columns(_input_tiles(_rows(images, r0, r1, m, 2), part_tiles, m, bt,
-                                              scratch), groups)
-            gh = _grouped_columns(_output_tiles(_rows(images_go, r0, r1, m, 0), part_tiles,
-                                                m, at, scratch), groups)
-            for p0 in range(0, z.shape[0], block):
-                p1 = min(z.shape[0], p0 + block)
-                np.matmul(v[p0:p1].swapaxes(-1, -2), gh[p0:p1], out=part[:p1 - p0])
-                z[p0:p1] += part[:p1 - p0]
+    tiles = _tile_counts(go.shape[2:], m, dilation)
+    # chunks large enough that the products added into z (its size per chunk)
+    # do not outweigh the chunk's own work
+    step, chunks = _chunks(n, c * math.prod(dilation), tiles, alpha,
+                           np.dtype(dtype).itemsize, max(CHUNK_BYTES, z.nbytes // 2))
+    placed = _PlacedImagesNHWC(x, padding, _placed_size(tiles, m, dilation), step, dtype)
+    placed_go = _PlacedImagesNHWC(go, (0,) * nd, tuple(d * t * m for t, d in
+                                                        zip(tiles, dilation)), step, dtype)
+    d1 = dilation[0]
+    for n0, n1, r0, r1 in chunks:
+        if r0 == 0:
+            images, images_go = placed[n0:n1], placed_go[n0:n1]
+        part_tiles = (r1 - r0,) + tiles[1:]
+        v = _grouped_columns(_input_tiles(_rows(images, r0, r1, d1 * m, 2 * d1), part_tiles,
+                                          m, bt, dilation, scratch), groups)
+        gh = _grouped_columns(_output_tiles(_rows(images_go, r0, r1, d1 * m, 0), part_tiles,
+                                            m, dilation, at, scratch), groups)
+        for p0 in range(0, z.shape[0], block):
+            p1 = min(z.shape[0], p0 + block)
+            np.matmul(v[p0:p1].swapaxes(-1, -2), gh[p0:p1], out=part[:p1 - p0])
+            z[p0:p1] += part[:p1 - p0]
     # (a_D..a_1, cg, o) -> G^T along the a axes -> (k_D..k_1, cg, o) -> (o, cg, k_1..k_D)
     dw = _apply(np.ascontiguousarray(g.T),
                 z.transpose(0, 2, 1, 3).reshape((alpha,) * nd + (cg, o)), nd)
