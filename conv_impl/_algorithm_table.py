@@ -21,13 +21,13 @@ Ints = tuple[int, ...]
 #: (dtype, part, kernel, dilation, channels per group in, out, positions per image)
 #: -> winner; filled by benchmarks/algorithm_table.py
 MEASURED: dict[tuple[str, str, Ints, Ints, int, int, int], str] = {
-    ('float32', 'forward', (3, 3), (1, 1), 3, 16, 324): 'winograd F(4,3)',
+    ('float32', 'forward', (3, 3), (1, 1), 3, 16, 324): 'gemm',
     ('float32', 'input', (3, 3), (1, 1), 3, 16, 324): 'winograd F(4,3)',
     ('float32', 'weight', (3, 3), (1, 1), 3, 16, 324): 'gemm',
-    ('float32', 'forward', (3, 3), (1, 1), 3, 16, 1156): 'winograd F(4,3)',
+    ('float32', 'forward', (3, 3), (1, 1), 3, 16, 1156): 'gemm',
     ('float32', 'input', (3, 3), (1, 1), 3, 16, 1156): 'gemm',
     ('float32', 'weight', (3, 3), (1, 1), 3, 16, 1156): 'gemm',
-    ('float32', 'forward', (3, 3), (1, 1), 16, 16, 324): 'winograd F(4,3)',
+    ('float32', 'forward', (3, 3), (1, 1), 16, 16, 324): 'gemm',
     ('float32', 'input', (3, 3), (1, 1), 16, 16, 324): 'winograd F(4,3)',
     ('float32', 'weight', (3, 3), (1, 1), 16, 16, 324): 'gemm',
     ('float32', 'forward', (3, 3), (1, 1), 16, 16, 1156): 'winograd F(4,3)',
@@ -53,7 +53,7 @@ MEASURED: dict[tuple[str, str, Ints, Ints, int, int, int], str] = {
     ('float32', 'weight', (3, 3), (2, 2), 3, 16, 1296): 'gemm',
     ('float32', 'forward', (3, 3), (2, 2), 16, 16, 400): 'winograd F(4,3)',
     ('float32', 'input', (3, 3), (2, 2), 16, 16, 400): 'winograd F(4,3)',
-    ('float32', 'weight', (3, 3), (2, 2), 16, 16, 400): 'winograd F(4,3)',
+    ('float32', 'weight', (3, 3), (2, 2), 16, 16, 400): 'gemm',
     ('float32', 'forward', (3, 3), (2, 2), 16, 16, 1296): 'winograd F(4,3)',
     ('float32', 'input', (3, 3), (2, 2), 16, 16, 1296): 'winograd F(4,3)',
     ('float32', 'weight', (3, 3), (2, 2), 16, 16, 1296): 'winograd F(4,3)',
@@ -63,9 +63,9 @@ MEASURED: dict[tuple[str, str, Ints, Ints, int, int, int], str] = {
     ('float32', 'forward', (3, 3), (2, 2), 64, 64, 1296): 'winograd F(4,3)',
     ('float32', 'input', (3, 3), (2, 2), 64, 64, 1296): 'winograd F(4,3)',
     ('float32', 'weight', (3, 3), (2, 2), 64, 64, 1296): 'winograd F(4,3)',
-    ('float32', 'forward', (3, 3), (2, 2), 128, 128, 400): 'winograd F(4,3)',
+    ('float32', 'forward', (3, 3), (2, 2), 128, 128, 400): 'winograd F(2,3)',
     ('float32', 'input', (3, 3), (2, 2), 128, 128, 400): 'winograd F(2,3)',
-    ('float32', 'weight', (3, 3), (2, 2), 128, 128, 400): 'winograd F(4,3)',
+    ('float32', 'weight', (3, 3), (2, 2), 128, 128, 400): 'winograd F(2,3)',
     ('float32', 'forward', (3, 3), (2, 2), 128, 128, 1296): 'winograd F(4,3)',
     ('float32', 'input', (3, 3), (2, 2), 128, 128, 1296): 'winograd F(4,3)',
     ('float32', 'weight', (3, 3), (2, 2), 128, 128, 1296): 'winograd F(4,3)',
@@ -126,9 +126,9 @@ MEASURED: dict[tuple[str, str, Ints, Ints, int, int, int], str] = {
     ('float64', 'forward', (3, 3), (2, 2), 16, 16, 400): 'winograd F(4,3)',
     ('float64', 'input', (3, 3), (2, 2), 16, 16, 400): 'winograd F(4,3)',
     ('float64', 'weight', (3, 3), (2, 2), 16, 16, 400): 'winograd F(4,3)',
-    ('float64', 'forward', (3, 3), (2, 2), 16, 16, 1296): 'gemm',
+    ('float64', 'forward', (3, 3), (2, 2), 16, 16, 1296): 'winograd F(4,3)',
     ('float64', 'input', (3, 3), (2, 2), 16, 16, 1296): 'winograd F(4,3)',
-    ('float64', 'weight', (3, 3), (2, 2), 16, 16, 1296): 'winograd F(2,3)',
+    ('float64', 'weight', (3, 3), (2, 2), 16, 16, 1296): 'winograd F(4,3)',
     ('float64', 'forward', (3, 3), (2, 2), 64, 64, 400): 'winograd F(4,3)',
     ('float64', 'input', (3, 3), (2, 2), 64, 64, 400): 'winograd F(4,3)',
     ('float64', 'weight', (3, 3), (2, 2), 64, 64, 400): 'winograd F(4,3)',
@@ -151,11 +151,11 @@ MEASURED: dict[tuple[str, str, Ints, Ints, int, int, int], str] = {
     ('float64', 'input', (5, 5), (1, 1), 16, 16, 400): 'fft',
     ('float64', 'weight', (5, 5), (1, 1), 16, 16, 400): 'gemm',
     ('float64', 'forward', (5, 5), (1, 1), 16, 16, 1296): 'fft',
-    ('float64', 'input', (5, 5), (1, 1), 16, 16, 1296): 'gemm',
-    ('float64', 'weight', (5, 5), (1, 1), 16, 16, 1296): 'fft',
+    ('float64', 'input', (5, 5), (1, 1), 16, 16, 1296): 'fft',
+    ('float64', 'weight', (5, 5), (1, 1), 16, 16, 1296): 'gemm',
     ('float64', 'forward', (5, 5), (1, 1), 64, 64, 400): 'gemm',
     ('float64', 'input', (5, 5), (1, 1), 64, 64, 400): 'gemm',
-    ('float64', 'weight', (5, 5), (1, 1), 64, 64, 400): 'fft',
+    ('float64', 'weight', (5, 5), (1, 1), 64, 64, 400): 'gemm',
     ('float64', 'forward', (5, 5), (1, 1), 64, 64, 1296): 'gemm',
     ('float64', 'input', (5, 5), (1, 1), 64, 64, 1296): 'gemm',
     ('float64', 'weight', (5, 5), (1, 1), 64, 64, 1296): 'gemm',
@@ -168,7 +168,7 @@ MEASURED: dict[tuple[str, str, Ints, Ints, int, int, int], str] = {
 }
 
 #: the run that measured MEASURED
-SOURCE = 'benchmarks/algorithm_table.py, 2026-12-02 13:34 UTC, load 7.8-7.8 on 2 CPUs'
+SOURCE = 'benchmarks/algorithm_table.py, 2026-12-02 13:38 UTC, load 7.3-8.2 on 2 CPUs'
 
 
 

@@ -148,7 +148,8 @@ def _tile_counts(out_size: Ints, m: int, dilation: Ints) -> Ints:
 def _chunks(n: int, c: int, tiles: Ints, alpha: int, itemsize: int, budget: int
             ) -> tuple[int, list[tuple[int, int, int, int]]]:
     """(images placed at once, chunks (n0, n1, r0, r1)): images n0:n1, tile rows
-    r0:r1 of the first axis, whose transformed tiles (C channels) take about
+    r0:r1 of the first axis, whose transformed tiles (of C channels: the larger
+    side's, input or output, times the residue classes) take about
     ``budget`` bytes: whole images while one fits, else balanced blocks of one
     image's tile rows (at least one)."""
     row = c * math.prod(tiles[1:]) * alpha ** len(tiles) * itemsize
@@ -271,8 +272,8 @@ def _correlate_placed(x: np.ndarray, w: np.ndarray, lo: Ints, y: np.ndarray, gro
     o = w.shape[0]
     tiles = _tile_counts(y.shape[2:], m, dilation)
     u = _weight_tiles(w, g, groups)                  # (xi, groups, cg, og)
-    step, chunks = _chunks(n, c * math.prod(dilation), tiles, alpha, w.dtype.itemsize,
-                           CHUNK_BYTES)
+    step, chunks = _chunks(n, max(c, o) * math.prod(dilation), tiles, alpha,
+                           w.dtype.itemsize, CHUNK_BYTES)
     placed = _PlacedImagesNHWC(x, lo, _placed_size(tiles, m, dilation), step, w.dtype)
     scratch = _scratch(w.dtype)
     d1 = dilation[0]
@@ -373,7 +374,7 @@ def weight_grad(x: np.ndarray, go: np.ndarray, padding: Ints, groups: int, m: in
     tiles = _tile_counts(go.shape[2:], m, dilation)
     # chunks large enough that the products added into z (its size per chunk)
     # do not outweigh the chunk's own work
-    step, chunks = _chunks(n, c * math.prod(dilation), tiles, alpha,
+    step, chunks = _chunks(n, max(c, o) * math.prod(dilation), tiles, alpha,
                            np.dtype(dtype).itemsize, max(CHUNK_BYTES, z.nbytes // 2))
     placed = _PlacedImagesNHWC(x, padding, _placed_size(tiles, m, dilation), step, dtype)
     placed_go = _PlacedImagesNHWC(go, (0,) * nd, tuple(d * t * m for t, d in
