@@ -8,7 +8,8 @@ Algorithms for Convolutional Neural Networks", 2016):
 
 In D dimensions the transforms act on every axis (tensor products), and the
 sum over input channels happens between the transforms: for each of the
-alpha^D transformed positions one GEMM (C_out x C_in) @ (C_in x tiles). That
+alpha^D transformed positions one GEMM (tiles x C_in) @ (C_in x C_out), on a
+channels-last layout (`_input_tiles`, `_store`). That
 is 2.25x (F(2,3)) or 4x (F(4,3)) fewer multiplications than a direct 3x3.
 
 The gradients use the same transforms:
@@ -16,13 +17,16 @@ The gradients use the same transforms:
 * weight gradient, the adjoint of y in g:  dg = G^T [ (B^T d) * (A dy) ]
   summed over images and tiles, the sum one GEMM per transformed position;
 * input gradient: the correlation of grad_output with the kernel flipped and
-  its channel axes swapped, padded by 2 - padding (stride 1, dilation 1), the
-  same forward algorithm.
+  its channel axes swapped, placed at 2d - padding, the same forward algorithm.
 
-Everything here is stride 1, dilation 1, a kernel of 3 on every axis, in the
-dtype of the weight (the caller casts float16 to float32). Images go a chunk
-at a time (`CHUNK_BYTES` of transformed tiles), so the transformed arrays
-never hold the whole batch.
+A dilation d needs no algorithm of its own: the taps of a dilated kernel read
+only one residue class of positions (r, r + d, ...), so each residue class has
+its own tiles, of every d-th position (`_tile_view`).
+
+Everything here is stride 1, a kernel of 3 on every axis, in the dtype of the
+weight (the caller casts float16 to float32). Images go a chunk at a time
+(`CHUNK_BYTES` of transformed tiles: whole images or blocks of an image's
+tile rows), so the transformed arrays never hold the whole batch.
 """
 
 from __future__ import annotations

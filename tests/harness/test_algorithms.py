@@ -1,7 +1,7 @@
 """Winograd and FFT: no false alarm on the correct ones, their classic bugs caught and shrunk.
 
 The main job's strategies rarely draw the geometries these algorithms serve
-(a 3x3 stride-1 dilation-1 layer for Winograd), so the no-false-alarm tests
+(a 3x3 stride-1 layer for Winograd), so the no-false-alarm tests
 draw only those (`algorithm_cases`), in every dtype the project ships them
 for. The buggy ones (buggy_algorithms.py) serve every conv2d and run through
 the whole suite, as a user's would.
