@@ -46,6 +46,7 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_info, threadpool_limits
 
+from conv_impl import _winograd
 from conv_impl import einsum as impl
 
 
@@ -156,6 +157,7 @@ def bench_layer(layer: Layer, dtype: np.dtype, budget: float) -> dict:
     np_f, e_f, t_f = _median_alternating([np_fwd, engine_fwd, torch_fwd], budget)
     np_fb, e_fb, t_fb = _median_alternating([np_fwdbwd, engine_fwdbwd, torch_fwdbwd], budget)
 
+    _winograd.release_scratch()  # the traced call allocates its work arrays too
     tracemalloc.start()
     try:
         y = impl.conv2d(x, w, b, **kw)

@@ -508,6 +508,8 @@ def _direct_backward(plan: Plan, x: Optional[np.ndarray], w: np.ndarray,
             p <= d * (k - 1) for p, d, k in zip(plan.padding, plan.dilation, plan.kernel)):
         gx = _direct_input_grad_gather(plan, w, go)
         want_input = False
+        if not (want_weight or want_bias):  # nothing left to lay grad-output out for
+            return gx, None, None
     span = _direct_span(plan)
     wt = w.reshape(plan.c_out, T)
     gw = np.empty((plan.c_out, T), dtype=plan.dtype) if want_weight else None

@@ -122,13 +122,8 @@ def _correlate_grads(x: Optional[np.ndarray], go: np.ndarray, w: np.ndarray,
     narrow = algorithm == "auto" and go.dtype == np.float16
     gx = gw = gb = None
     engine_input = engine_weight = False
-    if want_input:
-        path = _choose(algorithm, "input", shape, w, stride, padding, dilation, groups, narrow)
-        if path == GEMM:
-            engine_input = True
-        else:
-            _PATHS.append(path)
-            gx = _run(path, "input", go, w, None, stride, padding, dilation, groups, in_size)
+    # the weight gradient first: its work arrays then do not sit beside the input
+    # gradient (the peak memory of a Winograd layer's backward pass)
     if want_weight or want_bias:
         path = _choose(algorithm, "weight", shape, w, stride, padding, dilation, groups, narrow)
         if path == GEMM:
@@ -139,6 +134,13 @@ def _correlate_grads(x: Optional[np.ndarray], go: np.ndarray, w: np.ndarray,
                 gw = _run(path, "weight", go, w, x, stride, padding, dilation, groups,
                           in_size)
             gb = _grad_bias(go, True if want_bias else None, w.dtype)
+    if want_input:
+        path = _choose(algorithm, "input", shape, w, stride, padding, dilation, groups, narrow)
+        if path == GEMM:
+            engine_input = True
+        else:
+            _PATHS.append(path)
+            gx = _run(path, "input", go, w, None, stride, padding, dilation, groups, in_size)
     if engine_input or engine_weight:
         plan = _plan(go.shape, w.shape, groups, in_size,
                      stride, padding, dilation, go.shape[2:], w.dtype)
@@ -174,9 +176,7 @@ def _applies(path: str, part: str, kernel: Ints, stride: Ints, padding: Ints,
     """Whether ``path`` computes ``part`` (forward, input, weight) of this geometry."""
     if path == FFT:
         return all(s == 1 for s in stride) and math.prod(kernel) > 1
-    # Winograd; its input gradient is a correlation padded by 2 - padding
-    return _winograd.applies(kernel, stride, dilation) and (
-        part != "input" or all(p <= 2 for p in padding))
+    return _winograd.applies(kernel, stride, dilation)
 
 
 def _choose(algorithm: str, part: str, x_shape: Ints, w: np.ndarray, stride: Ints,
@@ -217,10 +217,10 @@ def _run(path: str, part: str, a: np.ndarray, w: np.ndarray, x: Optional[np.ndar
         return _fft.weight_grad(x, a, tuple(w.shape[2:]), padding, dilation, groups, w.dtype)
     m = 2 if path == WINOGRAD[2] else 4
     if part == "forward":
-        return _winograd.correlate(a, w, padding, groups, m)
+        return _winograd.correlate(a, w, padding, groups, m, dilation)
     if part == "input":
-        return _winograd.input_grad(a, w, padding, groups, m)
-    return _winograd.weight_grad(x, a, padding, groups, m, w.dtype)
+        return _winograd.input_grad(a, w, in_size, padding, groups, m, dilation)
+    return _winograd.weight_grad(x, a, padding, groups, m, w.dtype, dilation)
 
 
 #: the engine's paths taken since `harness_events` last emptied it

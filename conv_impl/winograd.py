@@ -1,8 +1,8 @@
-"""Winograd minimal filtering F(4,3) for 3x3 (3, 3x3x3) stride-1 dilation-1 layers.
+"""Winograd minimal filtering F(4,3) for 3x3 (3, 3x3x3) stride-1 layers.
 
 The contract's twelve functions (conv1d ... conv_transpose3d_backward). Every
-correlation with three taps on each kernel axis, stride 1 and dilation 1 --
-the forward pass, the input gradient (for padding <= 2) and the weight
+correlation with three taps on each kernel axis and stride 1 (any dilation
+and padding) -- the forward pass, the input gradient and the weight
 gradient, and so the transposed convolutions' too -- runs Winograd's F(4,3)
 over tiles (``conv_impl._winograd``: transforms, then one GEMM per
 transformed position); every other geometry is ``conv_impl.einsum``'s

@@ -1,7 +1,7 @@
 """Winograd and FFT: no false alarm on the correct ones, their classic bugs caught and shrunk.
 
 The main job's strategies rarely draw the geometries these algorithms serve
-(a 3x3 stride-1 dilation-1 layer for Winograd), so the no-false-alarm tests
+(a 3x3 stride-1 layer for Winograd), so the no-false-alarm tests
 draw only those (`algorithm_cases`), in every dtype the project ships them
 for. The buggy ones (buggy_algorithms.py) serve every conv2d and run through
 the whole suite, as a user's would.
@@ -60,10 +60,11 @@ def algorithm_cases(draw, op: str, dtype: str, kernels: st.SearchStrategy[int],
     return draw_case(draw, problem)
 
 
-#: each correct implementation and the geometries its algorithm serves
+#: each correct implementation and the geometries its algorithm serves (Winograd:
+#: a dilated kernel as one undilated correlation per residue class)
 SERVED = {
-    "conv_impl.winograd": (st.just(3), st.just(1)),
-    "conv_impl.winograd:f2": (st.just(3), st.just(1)),
+    "conv_impl.winograd": (st.just(3), st.integers(1, 2)),
+    "conv_impl.winograd:f2": (st.just(3), st.integers(1, 2)),
     "conv_impl.fft": (st.integers(2, 6), st.integers(1, 2)),
 }
 
@@ -72,6 +73,17 @@ SERVED = {
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("spec", sorted(SERVED))
 def test_correct_algorithms_raise_no_false_alarm(spec, dtype, op):
+    _no_false_alarm(spec, dtype, op)
+
+
+@pytest.mark.parametrize("op", ["conv2d", "conv3d", "conv_transpose1d"])
+def test_winograd_in_chunks_of_tile_rows_raises_no_false_alarm(op, monkeypatch):
+    """Chunks smaller than an image: blocks of its tile rows (`_winograd._chunks`)."""
+    monkeypatch.setattr(_winograd, "CHUNK_BYTES", 64)
+    _no_false_alarm("conv_impl.winograd", "float32", op)
+
+
+def _no_false_alarm(spec: str, dtype: str, op: str) -> None:
     target = load_implementation(spec)
     kernels, dilations = SERVED[spec]
     taken: set[str] = set()
@@ -90,9 +102,11 @@ def test_correct_algorithms_raise_no_false_alarm(spec, dtype, op):
 
 
 def _pinned_f43_case() -> ConvCase:
-    """A float32 3x3x3 problem where F(4,3)'s error is 1.34x the direct-sum bound
-    (found by a seeded search of random data with magnitudes spread over e^+-6)."""
-    rng = np.random.default_rng(255)
+    """A float32 3x3x3 problem where F(4,3)'s error is 1.09x the direct-sum bound
+    (found by a seeded search of random data with magnitudes spread over e^+-6; the
+    first seed of 0-3000 on the channels-last F(4,3), whose rounding differs from the
+    earlier tiles-first one's, for which seed 255 gave 1.34x)."""
+    rng = np.random.default_rng(204)
     size = tuple(int(v) for v in rng.integers(3, 9, size=3))
     padding, channels = int(rng.integers(0, 3)), int(rng.integers(1, 4))
     x = rng.standard_normal((1, channels) + size)
@@ -205,20 +219,26 @@ def test_einsum_takes_the_measured_winner(monkeypatch):
     x = rng.standard_normal((2, 8, 8, 8)).astype(np.float32)
     w = rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
     kw = dict(stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1)
-    winner = {("float32", "forward", (3, 3), 8, 8, 100): "winograd F(4,3)"}
+    one = (1, 1)
+    winner = {("float32", "forward", (3, 3), one, 8, 8, 100): "winograd F(4,3)"}
     monkeypatch.setattr(table, "MEASURED", winner)
     assert _events_of(einsum.conv2d, x, w, None, **kw) == ["einsum path: winograd F(4,3)"]
     assert "winograd" not in " ".join(_events_of(einsum.conv2d, x.astype(np.float16),
                                                  w.astype(np.float16), None, **kw))
-    assert "winograd" not in " ".join(_events_of(  # dilation 2: Winograd does not apply
-        einsum.conv2d, x, w, None, **{**kw, "dilation": (2, 2), "padding": (2, 2)}))
-    monkeypatch.setattr(table, "MEASURED", {**winner, ("float32", "forward", (3, 3), 8, 8,
+    dilated = {**kw, "dilation": (2, 2), "padding": (2, 2)}
+    # dilation 2: Winograd applies (per residue class), but no dilated layer was measured
+    assert "winograd" not in " ".join(_events_of(einsum.conv2d, x, w, None, **dilated))
+    monkeypatch.setattr(table, "MEASURED", {("float32", "forward", (3, 3), (2, 2), 8, 8, 144):
+                                            "winograd F(4,3)"})
+    assert _events_of(einsum.conv2d, x, w, None, **dilated) == ["einsum path: winograd F(4,3)"]
+    monkeypatch.setattr(table, "MEASURED", {**winner, ("float32", "forward", (3, 3), one, 8, 8,
                                                        100): "winograd F(4,3)",
-                                            ("float32", "forward", (3, 3), 8, 8, 101): "gemm"})
+                                            ("float32", "forward", (3, 3), one, 8, 8, 101):
+                                                "gemm"})
     # 100 and 101 positions are nearly as near; 8 x 8 padded is 100: F(4,3) is nearer
     assert _events_of(einsum.conv2d, x, w, None, **kw) == ["einsum path: winograd F(4,3)"]
-    monkeypatch.setattr(table, "MEASURED", {("float32", "forward", (3, 3), 4, 4, 100): "fft",
-                                            ("float32", "forward", (3, 3), 16, 16, 100):
+    monkeypatch.setattr(table, "MEASURED", {("float32", "forward", (3, 3), one, 4, 4, 100): "fft",
+                                            ("float32", "forward", (3, 3), one, 16, 16, 100):
                                                 "winograd F(4,3)"})
     assert "winograd" not in " ".join(_events_of(einsum.conv2d, x, w, None, **kw))
 
