@@ -133,8 +133,8 @@ def covers(record: Bug, failure: CheckFailure, case: ConvCase, impl: Implementat
             return False
         low = record.evidence.get("precision") if record.sighting else None
         if low:
-            return _quietly(lambda: evidence.precision(impl, failure.function, case, timeout)
-                            == low)
+            return _quietly(lambda: evidence.precision(impl, failure.function, case, timeout,
+                                                       failure.check) == low)
         if record.sighting and record.evidence.get("consistent"):
             return bool(_quietly(lambda: evidence.gather(impl, failure, case, timeout).get(
                 "consistent")))

@@ -107,6 +107,18 @@ def test_evidence_of_a_lower_precision_and_of_an_inherited_backward():
                                                               "consistent": False}
 
 
+def test_the_lower_precision_is_that_of_the_failing_result_only():
+    """float32 whatever the input, and grad_bias a batch mean: on batch 2 one backward
+    call shows both. Its grad_weight, off by float32's rounding, is the float32 cause's
+    (an oracle-free check that saw the call wrong names grad_weight first); the grad_bias
+    is not, and the call as a whole is of no lower precision."""
+    impl = load_implementation(spec("float32_and_mean"))
+    case = constant_case(problem(batch=2), x=0.1, w=0.3, b=0.2, g=0.7)
+    assert evidence.precision(impl, "conv2d_backward", case, None, "grad_weight") == "float32"
+    assert evidence.precision(impl, "conv2d_backward", case, None, "grad_bias") is None
+    assert evidence.precision(impl, "conv2d_backward", case, None) is None
+
+
 def _bug(failure, function, p, conditions=(), **kw) -> Bug:
     from harness.triage.explain import Condition
     return Bug(check=kw.pop("check", "forward"), failure=failure, function=function, op=p.op,
@@ -258,6 +270,17 @@ def test_the_book_of_causes_is_shared_through_the_folder(tmp_path, monkeypatch):
     three = causes.CauseBook()
     three.open(tmp_path)
     assert three.known("mine.py") == []
+
+
+def test_a_script_that_fails_after_a_note_reproduces_its_bug():
+    """A property check's script first notes that it compares every result with torch;
+    its FAILED line follows. It reproduces the bug (the float32 entry's linearity
+    script showed reproduces_alone null for it)."""
+    from harness.triage.history import _fails
+    note = "note: check 'linearity' is not restated here; comparing every result with torch\n"
+    assert _fails((1, note + "FAILED mine conv2d check linearity:\ndtype: ...\n")) is True
+    assert _fails((1, note + "Traceback ...\n")) is None
+    assert _fails((0, note + "passed\n")) is False
 
 
 def test_scripts_run_in_forked_children_with_their_own_exit_codes(tmp_path):
