@@ -484,13 +484,16 @@ NEIGHBOUR_ODDS = 14
 #: 3x3 dilation 4 padding 4: 3x3, stride 1, padding 0, dilation 2 on one
 #: axis), never stopping at the archetype's padding or dilation.
 #:
-#: An axis that does not keep the archetype's value takes the ordinary one,
-#: unless that is the archetype's own (padding 0, stride 1, dilation 1 are
-#: the ordinary draw's commonest values): then one step from it, one more
-#: (one less at the bound) while ``step`` is above 0. And a square
-#: archetype's neighbour is square too (the ordinary first axis on every
-#: axis): ConvNeXt's 2x2 stride-2 downsampling with padding 1, not 0, is the
-#: geometry JAX's input gradient aborts on (issue 15).
+#: A neighbour's feature (the neighbour choice's, or a keep of 0) takes the
+#: ordinary value on every axis, unless that is the archetype's own (padding
+#: 0, stride 1, dilation 1 are the ordinary draw's commonest values): then one
+#: step from it (one more, one less at the bound), on the first ``step`` axes,
+#: so that shrinking ``step`` takes the steps away axis by axis and ends on
+#: the ordinary value (a bug that needs dilation 2 on one axis is not stuck at
+#: 2x2). And while ``step`` is above 0 a square archetype's neighbour is square
+#: too (the ordinary first axis on every axis): ConvNeXt's 2x2 stride-2
+#: downsampling with padding 1, not 0, is the geometry JAX's input gradient
+#: aborts on (issue 15).
 KEEP_ODDS = 255
 STEPS = 255
 
@@ -544,9 +547,10 @@ def _keeps(draw, arch: Archetype | None, possible: bool = True, off: bool = Fals
     return arch is not None and draw(_ints(0, KEEP_ODDS)) != 0 and possible and not off
 
 
-def _off(archetype: int, ordinary: int, step: int, lowest: int, top: int) -> int:
-    """An axis that does not keep the archetype's value (see `KEEP_ODDS`)."""
-    if ordinary != archetype or step == 0:
+def _off(archetype: int, ordinary: int, up: bool, lowest: int, top: int) -> int:
+    """An axis of a neighbour's feature (see `KEEP_ODDS`): the ordinary value, or,
+    where that is the archetype's own and ``up``, one step from it."""
+    if ordinary != archetype or not up:
         return ordinary
     if archetype < top:
         return archetype + 1
@@ -557,25 +561,26 @@ def _kept(draw, arch: Archetype | None, feature: str, drawn: tuple[int, ...],
           possible: bool, square: bool, lowest: int, top: int,
           off: str | None = None) -> tuple[int, ...]:
     """An archetype's value of ``feature`` on the axes it keeps (see `KEEP_ODDS`),
-    ``drawn`` (or a step from the archetype's, within [``lowest``, ``top``]) on
-    the others; none if ``off`` names it (the neighbour's feature); ``square``:
-    on every axis or none. Drawn in an archetype even where it is not
-    ``possible`` (the capabilities refuse it)."""
+    ``drawn`` on the others; none if ``off`` names it (the neighbour's feature:
+    then ``drawn`` or a step from the archetype's, within [``lowest``,
+    ``top``]); ``square``: on every axis or none. Drawn in an archetype even
+    where it is not ``possible`` (the capabilities refuse it)."""
     if arch is None:
         return drawn
     keep = draw(_ints(0, KEEP_ODDS))
     step = draw(_ints(0, STEPS))
     if not possible:
         return drawn
-    if off == feature:
-        keep = 0
     wanted = arch.value(feature)
-    if keep == 0 and len(set(wanted)) == 1:  # a square archetype's neighbour is square
-        drawn = (drawn[0],) * len(drawn)
-    kept = (keep != 0,) * len(drawn) if keep == 0 or keep > 2 or len(drawn) == 1 or square \
-        else tuple((i == 0) == (keep == 1) for i in range(len(drawn)))
-    value = tuple(min(a, d + step) if k else _off(a, d, step, lowest, top)
-                  for a, d, k in zip(wanted, drawn, kept))
+    if keep == 0 or off == feature:
+        if step and len(set(wanted)) == 1:  # a square archetype's neighbour is square
+            drawn = (drawn[0],) * len(drawn)
+        value = tuple(_off(a, d, step > i, lowest, top)
+                      for i, (a, d) in enumerate(zip(wanted, drawn)))
+    else:
+        kept = (True,) * len(drawn) if keep > 2 or len(drawn) == 1 or square else tuple(
+            (i == 0) == (keep == 1) for i in range(len(drawn)))
+        value = tuple(min(a, d + step) if k else d for a, d, k in zip(wanted, drawn, kept))
     return (value[0],) * len(value) if square else value
 
 
