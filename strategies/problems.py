@@ -444,28 +444,31 @@ def _max_terms(p: ConvProblem) -> int:
                p.grad_bias_terms())
 
 
-#: A problem is drawn from the catalogue of real layer geometries
-#: (strategies/archetypes.py) when this choice, an integer in [0,
-#: ARCHETYPE_ODDS], is ARCHETYPE_ODDS: about half the problems; shrinking heads
-#: for 0, the ordinary draw. Its family comes next, each family of the
-#: operation alike, then an archetype of that family. Why half, and by family:
-#: only about 17 of a check's 100 examples are new draws (Hypothesis follows
-#: each with up to five mutations of it, which keep its geometry), so a fast
-#: path is reached by a check of 100 examples only if some 8% of new draws
-#: take it; with a third of the problems spread over conv2d's 17 archetypes,
-#: Inception's two got 3% and a check missed its 1xN path one time in two
+#: Where a problem comes from: one choice, an integer, picks the ordinary
+#: draw (below ORDINARY_SHARE, where shrinking heads) or one of the
+#: operation's archetype families (strategies/archetypes.py), each as likely
+#: as a third of the ordinary draw; then an archetype of that family. conv2d
+#: has six families: a third of its problems are ordinary, a ninth come from
+#: each family; conv1d, conv3d and the transposed 2-d have two: three fifths
+#: ordinary, a fifth from each. Why so many: only about 17 of a check's 100
+#: examples are new draws (Hypothesis follows each with up to five mutations
+#: of it, which keep its geometry), so a check reaches a fast path reliably
+#: only if a tenth of new draws take it; with a third of the problems spread
+#: over conv2d's 17 archetypes, Inception's two got 3% and a check missed its
+#: 1xN path one time in two, with half of them by family, 8%, and one default
+#: run in a hundred missed it in all three checks that see it
 #: (docs/fast-paths.md).
-ARCHETYPE_ODDS = 1
+ORDINARY_SHARE = 3
 
 #: An archetype's neighbour: this choice, an integer in [0, NEIGHBOUR_ODDS],
 #: names the feature of `archetypes.FEATURES` (kernel, stride, padding,
 #: dilation, groups) the problem takes from the ordinary draw instead, when it
-#: is below their number: a third of the archetype problems are a one-step
-#: neighbour of theirs, a fifteenth in each feature; the others keep every
+#: is below their number: a fifth of the archetype problems are a one-step
+#: neighbour of theirs, a 25th in each feature; the others keep every
 #: feature. A fast path's condition is a conjunction; its bug shows where one
 #: conjunct differs (a Winograd 3x3 stride-1 path that ignores dilation: on
 #: ResNet's 3x3's dilation neighbour).
-NEIGHBOUR_ODDS = 14
+NEIGHBOUR_ODDS = 24
 
 #: Each feature an archetype fixes also has two choices of its own, so that
 #: shrinking can take away any part of the archetype the failure does not
@@ -530,12 +533,15 @@ def _families(eligible: tuple[Archetype, ...]) -> tuple[tuple[Archetype, ...], .
 
 def _draw_archetype(draw, op: str, caps: Capabilities,
                     b: Bounds) -> tuple[Archetype | None, str | None]:
-    """An archetype or None (the ordinary draw), and its feature a neighbour
-    changes (see `NEIGHBOUR_ODDS`) or None."""
-    eligible = _eligible(op, caps, b)
-    if not eligible or draw(_ints(0, ARCHETYPE_ODDS)) != ARCHETYPE_ODDS:
+    """An archetype or None (the ordinary draw, see `ORDINARY_SHARE`), and its
+    feature a neighbour changes (see `NEIGHBOUR_ODDS`) or None."""
+    families = _families(_eligible(op, caps, b))
+    if not families:
         return None, None
-    family = draw(_sampled(_families(eligible)))
+    source = draw(_ints(0, ORDINARY_SHARE + len(families) - 1))
+    if source < ORDINARY_SHARE:
+        return None, None
+    family = families[source - ORDINARY_SHARE]
     arch = family[0] if len(family) == 1 else draw(_sampled(family))
     n = draw(_ints(0, NEIGHBOUR_ODDS))
     return arch, (archetypes.FEATURES[n] if n < len(archetypes.FEATURES) else None)
