@@ -40,7 +40,7 @@ def run_pytest(tmp_path):
     def run(*args: str, cwd: Path = PROJECT_ROOT, env: dict | None = None,
             timeout: float = 900) -> subprocess.CompletedProcess:
         # The limit only stops a hung run; it asserts no speed. 300 s was outlasted by a
-        # 10-second run (test_history_sequences) while the machine's load was 8-9.
+        # run of about a minute idle (test_history_sequences) at load 8-9.
         command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
         if not any(str(a).startswith("--conv-failures") for a in args):
             command += ["--conv-failures", str(tmp_path / "failures")]
