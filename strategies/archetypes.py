@@ -77,15 +77,16 @@ def _sq(op: str, name: str, family: str, k: int, s: int = 1, p: int = 0, d: int 
     return Archetype(family, name, op, (k,) * n, (s,) * n, (p,) * n, (d,) * n, groups)
 
 
-#: The catalogue. ResNet's 1x1 stride-1 bottleneck is MobileNet's pointwise
-#: (the same geometry, listed once); EfficientNet's depthwise 3x3 and 5x5 are
-#: MobileNet's.
+#: The catalogue. ResNet's 1x1 stride-1 bottleneck is also MobileNet's and
+#: EfficientNet's pointwise (the same geometry, listed once, under ResNet: a
+#: problem draws its family first, and MobileNet's share then goes to its
+#: depthwise layers); EfficientNet's depthwise 3x3 and 5x5 are MobileNet's.
 CATALOGUE: tuple[Archetype, ...] = (
     _sq("conv2d", "7x7 s2 p3 stem", "resnet", 7, 2, 3),
     _sq("conv2d", "3x3 s1 p1", "resnet", 3, 1, 1),
     _sq("conv2d", "3x3 s2 p1", "resnet", 3, 2, 1),
     _sq("conv2d", "1x1 s2 projection", "resnet", 1, 2, 0),
-    _sq("conv2d", "1x1 s1 pointwise", "mobilenet", 1, 1, 0),
+    _sq("conv2d", "1x1 s1 pointwise", "resnet", 1, 1, 0),
     _sq("conv2d", "depthwise 3x3 s1 p1", "mobilenet", 3, 1, 1, groups="depthwise"),
     _sq("conv2d", "depthwise 3x3 s2 p1", "mobilenet", 3, 2, 1, groups="depthwise"),
     _sq("conv2d", "depthwise 5x5 s1 p2", "mobilenet", 5, 1, 2, groups="depthwise"),

@@ -129,8 +129,6 @@ def test_each_is_wrong_on_its_path_only(name):
         assert not _fails(impl, _problem(op, **neighbour)), neighbour
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known regression after merging issues 20-25 (session 18), not yet fixed: with seeds 1 and 3 a default run missed inception_wrap and winograd_dilation"))
 @pytest.mark.parametrize("run", [1, 2, 3])
 def test_a_default_run_finds_each_fast_path_bug_and_shrinks_it(run_pytest, tmp_path, run):
     """Each check its own seed, as in a default run; three runs. The checks that call
