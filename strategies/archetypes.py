@@ -154,6 +154,24 @@ def classify(problem: ConvProblem) -> tuple[Archetype, str | None] | None:
     return near
 
 
+def origin(problem: ConvProblem, drawn_from: Archetype | None = None) -> str | None:
+    """Where ``problem`` comes from in the catalogue, for a report: the archetype it
+    was ``drawn_from`` (``deeplab 3x3 d4 p4``; ``..., changed in padding, dilation``
+    where it differs), else the one it is or is a one-step neighbour of (``deeplab
+    3x3 d2 p2's padding neighbour``, see `classify`); None if neither."""
+    if drawn_from is not None:
+        diff = differences(drawn_from, problem)
+        if len(diff) != 1:
+            return drawn_from.label + (f", changed in {', '.join(diff)}" if diff else "")
+        found: tuple[Archetype, str | None] | None = (drawn_from, diff[0])
+    else:
+        found = classify(problem)
+    if found is None:
+        return None
+    archetype, feature = found
+    return archetype.label + (f"'s {feature} neighbour" if feature else "")
+
+
 def coverage_label(problem: ConvProblem) -> str | None:
     """The coverage tally's key for ``problem`` (see harness/reporting/coverage.py)."""
     found = classify(problem)
