@@ -25,7 +25,7 @@ from hypothesis.control import current_build_context
 from harness.checks import oracle
 from harness.checks.registry import REGISTRY, examine
 from harness.descriptor import format_descriptor
-from harness.problem import ConvCase
+from harness.problem import ConvCase, ConvProblem
 from harness.reporting import coverage
 from harness.reporting.failures import case_path, case_record, save_case, script_path
 from harness.reporting.script import render_script
@@ -35,7 +35,7 @@ from harness.running.target import Target
 from harness.triage import causes
 from harness.triage.catalog import Bug
 from harness.triage.history import CALLS
-from strategies import conv_cases
+from strategies import archetypes, conv_cases, problems
 from strategies.problems import Bounds
 
 VALUE_CHECKS: tuple[str, ...] = ("forward", "grad_input", "grad_weight", "grad_bias")
@@ -149,6 +149,28 @@ SIGHTINGS: dict[str, list] = {}
 #: the last failing example of this process (shrunk or not): what is left to
 #: report when Hypothesis's final replay of a failure passes (history dependence)
 LAST_FAILING: list[Found] = []
+#: the problem each search (`_search`) first failed on, before shrinking, and the
+#: archetype its draw started from: the final failure's report says which (`found_on`)
+FIRST_FAILED: dict[tuple, tuple[ConvProblem, archetypes.Archetype | None]] = {}
+
+
+def _search(target: Target, check: str, known: Sequence[Bug]) -> tuple:
+    """One search of this process: the test's first, or a follow-up with these bugs known."""
+    return target.impl.spec, target.op, check, tuple(bug.cause for bug in known)
+
+
+def found_on(first: ConvProblem, drawn_from: archetypes.Archetype | None,
+             shrunk: ConvProblem) -> str | None:
+    """The report's line naming the archetype a search first failed on: the one its
+    draw started from, else the one it is or neighbours (issue 22: a fast path's bug
+    is found there and shrinks away from it); None for neither."""
+    where = archetypes.origin(first, drawn_from)
+    if where is None:
+        return None
+    if first == shrunk:
+        return f"found on:   {where} (this problem)"
+    return (f"found on:   {where}: {first.describe()} (the search's first failing "
+            f"example; shrunk to the problem above)")
 
 
 class Budget:
@@ -388,7 +410,9 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
         with coverage.paused():
             data.draw(strategy, label="case")
         return
+    problems.DRAWN_FROM.clear()
     case = data.draw(strategy, label="case")
+    drawn_from = problems.DRAWN_FROM[0] if problems.DRAWN_FROM else None
     _reach(case)
     if any(bug.conditions and bug.region_holds(case) for bug in known):
         reject()  # a follow-up search: that bug's trigger is excluded
@@ -401,8 +425,16 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
     failure = fresh[0]
     text = failure_text(target.impl.spec, case, failure, check)
     LAST_FAILING[:] = [Found(target, check, failure, case, text, None, CALLS.snapshot())]
+    failed_on = (failure.case if failure.case is not None else case).problem
     if current_build_context().is_final:
         path = save_failure(target, failure, check, text, case)
         CALLS.keep(path)  # the calls that led to it, before triage makes its own
+        origin = found_on(*FIRST_FAILED.pop(_search(target, check, known),
+                                            (failed_on, drawn_from)), failed_on)
+        if origin is not None:  # in the report, not in the case file (its name is a hash)
+            lines = text.split("\n")
+            text = "\n".join(lines[:3] + [origin] + lines[3:])
         FOUND.append(Found(target, check, failure, case, text, path))
+    else:
+        FIRST_FAILED.setdefault(_search(target, check, known), (failed_on, drawn_from))
     raise CheckFailure(failure.check, text) from None

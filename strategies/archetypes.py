@@ -77,15 +77,16 @@ def _sq(op: str, name: str, family: str, k: int, s: int = 1, p: int = 0, d: int 
     return Archetype(family, name, op, (k,) * n, (s,) * n, (p,) * n, (d,) * n, groups)
 
 
-#: The catalogue. ResNet's 1x1 stride-1 bottleneck is MobileNet's pointwise
-#: (the same geometry, listed once); EfficientNet's depthwise 3x3 and 5x5 are
-#: MobileNet's.
+#: The catalogue. ResNet's 1x1 stride-1 bottleneck is also MobileNet's and
+#: EfficientNet's pointwise (the same geometry, listed once, under ResNet: a
+#: problem draws its family first, and MobileNet's share then goes to its
+#: depthwise layers); EfficientNet's depthwise 3x3 and 5x5 are MobileNet's.
 CATALOGUE: tuple[Archetype, ...] = (
     _sq("conv2d", "7x7 s2 p3 stem", "resnet", 7, 2, 3),
     _sq("conv2d", "3x3 s1 p1", "resnet", 3, 1, 1),
     _sq("conv2d", "3x3 s2 p1", "resnet", 3, 2, 1),
     _sq("conv2d", "1x1 s2 projection", "resnet", 1, 2, 0),
-    _sq("conv2d", "1x1 s1 pointwise", "mobilenet", 1, 1, 0),
+    _sq("conv2d", "1x1 s1 pointwise", "resnet", 1, 1, 0),
     _sq("conv2d", "depthwise 3x3 s1 p1", "mobilenet", 3, 1, 1, groups="depthwise"),
     _sq("conv2d", "depthwise 3x3 s2 p1", "mobilenet", 3, 2, 1, groups="depthwise"),
     _sq("conv2d", "depthwise 5x5 s1 p2", "mobilenet", 5, 1, 2, groups="depthwise"),
@@ -151,6 +152,24 @@ def classify(problem: ConvProblem) -> tuple[Archetype, str | None] | None:
         if len(diff) == 1 and near is None:
             near = (archetype, diff[0])
     return near
+
+
+def origin(problem: ConvProblem, drawn_from: Archetype | None = None) -> str | None:
+    """Where ``problem`` comes from in the catalogue, for a report: the archetype it
+    was ``drawn_from`` (``deeplab 3x3 d4 p4``; ``..., changed in padding, dilation``
+    where it differs), else the one it is or is a one-step neighbour of (``deeplab
+    3x3 d2 p2's padding neighbour``, see `classify`); None if neither."""
+    if drawn_from is not None:
+        diff = differences(drawn_from, problem)
+        if len(diff) != 1:
+            return drawn_from.label + (f", changed in {', '.join(diff)}" if diff else "")
+        found: tuple[Archetype, str | None] | None = (drawn_from, diff[0])
+    else:
+        found = classify(problem)
+    if found is None:
+        return None
+    archetype, feature = found
+    return archetype.label + (f"'s {feature} neighbour" if feature else "")
 
 
 def coverage_label(problem: ConvProblem) -> str | None:

@@ -17,7 +17,8 @@ its markers
 the part instead. The run's temporary failures folder is shown as
 ``.conv-failures`` (the default), and pytest's ``[gw0] linux -- Python ...``
 line (it names the interpreter's path) is left out; nothing else is changed.
-tests/harness/test_readme.py checks that both copies are current.
+tests/harness/test_readme.py checks that both copies are current (up to what a run
+may change: durations, and which checks meet a bug besides the one naming it).
 
     python tools/readme_example.py [--print]
 """
@@ -101,11 +102,16 @@ def generate() -> dict[str, str]:
         bug_list = [
             "The known-buggy tutorial, `pytest -n auto --impl conv_impl.tutorial`: the end "
             "of the run, with its distinct bugs (the same list is in "
-            "`.conv-failures/summary.json`):",
+            "`.conv-failures/summary.json`). The bugs, their minimal cases and triggers "
+            "are the same in every run; which other checks also meet a bug (`seen by` "
+            "after the first), and so which tests fail, depends on the examples drawn, "
+            "which change with the Hypothesis version:",
             "```text\n" + show(summary.rstrip()) + "\n" + _last_line(found.stdout) + "\n```"]
         report = [
             "The report of one failing test, `test_grad_input`, as pytest prints it: each "
-            "bug it found, shrunk, explained, with its case file and script:",
+            "bug it found, shrunk, explained, with its case file and script (a bug "
+            "another check found first is only counted, on the first problem it met it "
+            "on: that problem depends on the examples drawn):",
             "```text\n" + show(_failure_section(found.stdout, "test_grad_input[")) + "\n```",
             "The standalone script saved beside each case file, run on its own "
             f"(exit status {' and '.join(str(r.returncode) for r in ran)}):",

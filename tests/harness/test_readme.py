@@ -20,13 +20,46 @@ from tools import readme_example
 README = PROJECT_ROOT / "README.md"
 
 
-def _without_durations(text: str) -> str:
-    """pytest's wall-clock figures move with the machine's load; so does, under -n 2,
-    how many examples of a search met a cause another worker published (it depends on
-    when that worker published it: 26 or 32 in two runs of one commit); nothing else may."""
+def _failed_or_passed(match: re.Match) -> str:
+    return f"{int(match[1]) + int(match[2])} failed or passed"
+
+
+def _without_chance(text: str) -> str:
+    """The generated text with what a run may change masked; the rest must match.
+
+    pytest's wall-clock figures move with the machine's load; so does, under -n 2,
+    how many examples of a search met a cause another worker published (26 or 32 in
+    two runs of one commit). Which examples a check draws moves with the Hypothesis
+    version (6.155 and 6.170 draw differently with the same profile): so which other
+    checks also meet a bug ("seen by" after the first, the check that names it),
+    which tests fail of the ones run, and the problem a check met a known bug on.
+    The bugs themselves, their minimal cases, triggers and case files may not move."""
     text = re.sub(r" in \d+(\.\d+)?s( \(\d+:\d\d:\d\d\))?", " in <time>", text)
-    return re.sub(r"^(also met known bug: .*) \(\d+ examples?\)$", r"\1 (<n> examples)", text,
-                  flags=re.M)
+    text = re.sub(r"^(also met known bug: [^\n]*?) on [^,\n]*, (.*) \(\d+ examples?\)$",
+                  r"\1 on <problem>, \2 (<n> examples)", text, flags=re.M)
+    text = re.sub(r"; seen by (\w+)(, \w+)*$", r"; seen by \1, <others>", text, flags=re.M)
+    text = re.sub(r"\]: FAILED: .*$", "]: FAILED: <checks>", text, flags=re.M)
+    return re.sub(r"^(\d+) failed, (\d+) passed", _failed_or_passed, text, flags=re.M)
+
+
+def test_what_chance_moves_is_masked_and_nothing_else():
+    """The two runs that differed (Hypothesis 6.155 and 6.170) compare equal; a changed
+    trigger, the check naming a bug, or the number of tests run do not."""
+    ran = ("x [x]: FAILED: adjoint (conv2d), grad_input (conv2d)\n"
+           "  2. grad_input wrong in f; seen by grad_input, adjoint, delta_kernel\n"
+           "     trigger: fails when stride >= 3 and outputs >= 2\n"
+           "also met known bug: grad_input (f) on conv2d batch=1 input=1x4, fails when "
+           "padding >= 1 (5 examples)\n"
+           "7 failed, 5 passed, 1 skipped in 26.67s\n")
+    other = (ran.replace("adjoint (conv2d), ", "").replace("adjoint, ", "linearity, ")
+             .replace("1x4", "10x11").replace("(5 examples)", "(13 examples)")
+             .replace("7 failed, 5 passed", "6 failed, 6 passed").replace("26.67", "64.64"))
+    assert _without_chance(other) == _without_chance(ran)
+    for changed in (ran.replace("stride >= 3", "stride >= 2"),
+                    ran.replace("seen by grad_input", "seen by adjoint"),
+                    ran.replace("5 passed", "4 passed"),
+                    ran.replace("when padding", "when kernel")):
+        assert _without_chance(changed) != _without_chance(ran)
 
 
 def test_readme_is_short():
@@ -34,14 +67,14 @@ def test_readme_is_short():
 
 
 def test_generated_tutorial_parts_are_current():
-    """A run of tools/readme_example.py would change nothing but durations."""
+    """A run of tools/readme_example.py would change nothing but what chance moves."""
     parts = readme_example.generate()
     for key, part in parts.items():
         path = readme_example.PLACES[key][0]
         text = path.read_text(encoding="utf-8")
         regenerated = readme_example.place(text, key, part)
         assert regenerated is not None, f"{path.name} lost its {key} markers"
-        assert _without_durations(regenerated) == _without_durations(text), (
+        assert _without_chance(regenerated) == _without_chance(text), (
             f"{path.name} is stale: run python tools/readme_example.py")
 
 

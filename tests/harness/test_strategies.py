@@ -127,9 +127,11 @@ def narrow(p) -> bool:
 @pytest.mark.parametrize("op", ["conv2d", "conv3d", "conv_transpose2d"])
 def test_a_square_geometry_is_a_deliberate_choice(op):
     """Most real layers are square; drawn axis by axis, under 1% of 2-d problems
-    were (measured: 0.8%), now about a third."""
+    were (measured: 0.8%), now about a third of the ordinary ones, and with
+    the archetypes (issue 22: most of them square) more: the bound leaves room
+    for conv2d's two thirds from archetypes."""
     share = np.mean([square(p) for p in drawn(op)])
-    assert 0.2 <= share <= 0.5, share
+    assert 0.2 <= share <= 0.65, share
 
 
 @pytest.mark.parametrize("op", ["conv1d", "conv2d", "conv3d"])
@@ -139,10 +141,6 @@ def test_an_input_axis_narrower_than_its_kernel_is_common(op):
     assert np.mean([narrow(p) for p in drawn(op)]) >= 0.1
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known regression of issue 22's archetype share: under pytest, square kernel 2, "
-    "stride 2, padding 1, dilation 1 conv2d problems fell from 22 to 4 in 6,000 seeded "
-    "draws (outside pytest they rose, 12 -> 15 in 4,000); cause not found yet"))
 def test_jaxs_abort_geometry_is_drawn():
     """JAX's conv2d input gradient aborts (issue 15; jaxlib 0.10.2, mapped by running
     it on a grid: batch, channels and groups do not matter) where one axis has
@@ -151,7 +149,13 @@ def test_jaxs_abort_geometry_is_drawn():
     2x2, padding 1x1 on an input of 4x1. Drawn axis by axis, that geometry on
     both axes was about 1 problem in 4,000 and the region was never drawn in
     10,000 conv2d problems; as a square geometry, about 1 in 500 (and the
-    region about 1 in 2,000)."""
+    region about 1 in 2,000).
+
+    Since most conv2d problems come from archetypes (issue 22: two thirds), the
+    ordinary draw brings it less often, and its count in 3,000 problems ran
+    from 2 to 20 over six seeds (mutations copy a hit five times or not at
+    all); ConvNeXt's 2x2 stride-2 downsampling's padding neighbour (square, one
+    step from 0: padding 1) brings it back: 6 to 22 over the same seeds."""
     hits = [p for p in drawn("conv2d") if square(p) and p.kernel_size == (2, 2)
             and p.stride == (2, 2) and p.padding == (1, 1) and p.dilation == (1, 1)]
     assert len(hits) >= 2, len(hits)
