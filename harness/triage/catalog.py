@@ -82,11 +82,14 @@ class Bug:
         if failure.check != self.failure or failure.function != self.function:
             return False
         case = failure.case
-        return case is None or matches(self.conditions, case.problem, case.layouts)
+        return case is None or self.region_holds(case)
 
     def region_holds(self, case) -> bool:
-        """Whether ``case``'s problem is in this bug's trigger region."""
-        return matches(self.conditions, case.problem, case.layouts)
+        """Whether ``case``'s problem is in this bug's trigger region: for a sighting
+        whose signature is its kind alone, on the axes of the same name as the cause's
+        (as the run-wide book read it: harness/triage/causes.py's `covers`)."""
+        return matches(self.conditions, case.problem, case.layouts,
+                       same_axes=self.sighting and self.signature in ("", self.failure))
 
     def same_as(self, other: "Bug") -> bool:
         if (self.failure, self.function, self.op) != (other.failure, other.function, other.op):
@@ -188,11 +191,15 @@ def part_of(bug: Bug, entry: Bug) -> bool:
     on the evidence both carry (see the module's docstring). ``bug``'s own
     conditions may be empty: a finding not explained (yet)."""
     if bug.failure == entry.failure and bug.signature and bug.signature == entry.signature:
-        in_region = matches(entry.conditions, bug.problem, bug.layouts)
+        # another function's trigger, where the signature is the kind alone: its axis
+        # conditions on the axes of the same name (harness/triage/causes.py's `covers`)
+        named = bug.signature == bug.failure
+        in_region = matches(entry.conditions, bug.problem, bug.layouts, same_axes=named)
         if bug.function != entry.function or bug.op != entry.op:
             if in_region and (not bug.conditions or _same_conditions(bug.conditions,
                                                                      entry.conditions)
-                              or matches(bug.conditions, entry.problem, entry.layouts)):
+                              or matches(bug.conditions, entry.problem, entry.layouts,
+                                         same_axes=named)):
                 return True
     evidence = bug.evidence
     if bug.failure in VALUE_KINDS and bug.failure != "forward" and entry.failure == "forward" \

@@ -119,6 +119,12 @@ def covers(record: Bug, failure: CheckFailure, case: ConvCase, impl: Implementat
     the backward its exact gradient: a few calls, for failing examples only);
     for a cause, also the same kind and signature in another function, in its
     trigger region (when it has one, or a signature more specific than the kind).
+    Where the signature is the kind alone (a wrong forward), the trigger is all
+    that ties the two together, so its axis conditions are read on the axes of
+    the same name (harness/triage/explain.py's `matches`, ``same_axes``):
+    conv1d's "stride >= 2" covers a conv3d failure with its last stride >= 2,
+    not one whose stride is on its first axis only. An exception's message
+    says more: one raised by any axis's dilation stays one cause.
     """
     p, layouts = case.problem, case.layouts
     same_call = (failure.check, failure.function) == (record.failure, record.function)
@@ -127,8 +133,8 @@ def covers(record: Bug, failure: CheckFailure, case: ConvCase, impl: Implementat
             return False
         low = record.evidence.get("precision") if record.sighting else None
         if low:
-            return _quietly(lambda: evidence.precision(impl, failure.function, case, timeout)
-                            == low)
+            return _quietly(lambda: evidence.precision(impl, failure.function, case, timeout,
+                                                       failure.check) == low)
         if record.sighting and record.evidence.get("consistent"):
             return bool(_quietly(lambda: evidence.gather(impl, failure, case, timeout).get(
                 "consistent")))
@@ -138,7 +144,7 @@ def covers(record: Bug, failure: CheckFailure, case: ConvCase, impl: Implementat
     specific = record.signature not in ("", record.failure)
     return (signature(failure.check, failure.message) == record.signature
             and (bool(record.conditions) or specific)
-            and matches(record.conditions, p, layouts))
+            and matches(record.conditions, p, layouts, same_axes=not specific))
 
 
 def _quietly(measure) -> Any:

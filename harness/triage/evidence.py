@@ -6,9 +6,13 @@ that a finding that is a symptom of a known cause (harness/triage/catalog.py,
 
 ``precision``
     The lowest dtype, below the case's own, whose rounding bound (the
-    harness's tolerance for that dtype, harness/checks/tolerance.py) every
-    result of the failing call is within: an implementation that computes a
-    float64 problem in float32 has errors the size of float32's rounding.
+    harness's tolerance for that dtype, harness/checks/tolerance.py) the
+    failing result is within: an implementation that computes a float64
+    problem in float32 has errors the size of float32's rounding. Only the
+    result that failed counts: a backward whose grad_weight is off by float32's
+    rounding and whose grad_bias is a batch mean shows two causes in one call,
+    and the grad_weight finding is the lower precision's (the grad_bias one is
+    found by its own kind of failure).
 ``forward_fails``, ``consistent``
     For a wrong backward: whether the forward fails on the same problem (its
     values, or seeded noise: a backward's minimal input is often zeros), and
@@ -28,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from harness.checks.compare import compare
-from harness.checks.diagnosis import BACKWARD_RESULTS, FORWARD_RESULTS, diagnose, reference
+from harness.checks.diagnosis import (BACKWARD_RESULTS, FORWARD_RESULTS, VALUE_KIND, diagnose,
+                                      reference)
 from harness.checks.tolerance import gamma, tolerance, unit_roundoff
 from harness.problem import DTYPES, ConvCase
 from harness.running.calling import CheckFailure, call_backward, call_forward, observing
@@ -44,7 +49,7 @@ def gather(impl: Implementation, failure: CheckFailure, case: ConvCase,
         return {}
     out: dict[str, Any] = {}
     try:
-        low = precision(impl, failure.function, case, timeout)
+        low = precision(impl, failure.function, case, timeout, failure.check)
         if low:
             out["precision"] = low
         if failure.function.endswith("_backward"):
@@ -67,8 +72,9 @@ def _noise(case: ConvCase) -> ConvCase:
 
 
 def precision(impl: Implementation, function: str, case: ConvCase,
-              timeout: float | None) -> str | None:
-    """The lowest dtype below ``case``'s whose rounding every result of the call is within."""
+              timeout: float | None, kind: str | None = None) -> str | None:
+    """The lowest dtype below ``case``'s whose rounding every result of the call is within
+    (the result of that ``kind`` of failure only, where given: ``grad_weight``...)."""
     backward = function.endswith("_backward")
     with observing():
         results = (call_backward if backward else call_forward)(
@@ -76,6 +82,12 @@ def precision(impl: Implementation, function: str, case: ConvCase,
     results = results if backward else (results,)
     names = BACKWARD_RESULTS if backward else FORWARD_RESULTS
     expected, magnitude = reference(case)
+    if kind is not None:
+        only = [(name, actual) for name, actual in zip(names, results)
+                if VALUE_KIND.get(name) == kind]
+        names, results = tuple(n for n, _ in only), tuple(a for _, a in only)
+        if not names:
+            return None
     lower = DTYPES[DTYPES.index(case.problem.dtype) + 1:]
     found = None
     for dtype in lower:

@@ -65,6 +65,10 @@ class Condition:
     axis: int | None  # the minimal problem's axis, None for a feature of the whole problem
     #: the bug needs this trivial value on every axis (``padding = 0``), not on one
     every_axis: bool = False
+    #: how many spatial axes the minimal problem had (None: not recorded): ``axis``
+    #: names an axis as benchdnn does, counted from the last (w, h, d), so that the
+    #: condition can be read on a problem of another dimensionality (`matches`)
+    axes: int | None = None
 
     def holds(self, v: Any) -> bool:
         if self.op == ">=":
@@ -89,13 +93,26 @@ class Condition:
     def to_json(self) -> dict[str, Any]:
         return {"feature": self.feature, "op": self.op,
                 "value": list(self.value) if self.op == "in" else self.value, "axis": self.axis,
-                "every_axis": self.every_axis}
+                "every_axis": self.every_axis, "axes": self.axes}
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> "Condition":
         value = tuple(raw["value"]) if raw["op"] == "in" else raw["value"]
         return cls(raw["feature"], raw["op"], value, raw.get("axis"),
-                   bool(raw.get("every_axis", False)))
+                   bool(raw.get("every_axis", False)), raw.get("axes"))
+
+    def pinned_axis(self, p: ConvProblem) -> int | None:
+        """The axis of ``p`` of the same name as this condition's, counted from the last
+        (w, h, d, as benchdnn names them): conv1d's only axis is conv3d's last. None
+        where the condition names no axis (or did not record its problem's axes);
+        -1 where ``p`` has no axis of that name (a conv2d condition on h, on conv1d).
+        """
+        n = len(p.input_size)
+        if self.axis is None or self.every_axis or self.feature not in ft.AXIS_FEATURES \
+                or self.axes is None:
+            return None
+        mapped = self.axis + n - self.axes
+        return mapped if 0 <= mapped < n else -1
 
 
 def _show(v: Any) -> str:
@@ -104,12 +121,19 @@ def _show(v: Any) -> str:
     return str(v)
 
 
-def matches(conditions: list[Condition], p: ConvProblem, layouts: dict[str, str]) -> bool:
+def matches(conditions: list[Condition], p: ConvProblem, layouts: dict[str, str],
+            same_axes: bool = False) -> bool:
     """Whether a problem has everything the trigger needs.
 
-    Conditions of the whole problem must hold; axis conditions that the
-    minimal problem had on one axis must hold together on one axis, others
-    each on some axis.
+    Conditions of the whole problem must hold. With ``same_axes``, an axis
+    condition must hold on the axis of the same name (`Condition.pinned_axis`):
+    the reading for another function's trigger, where the trigger is all that
+    ties two failures together (a conv1d "stride >= 2" is a stride on w, and a
+    conv3d stride on d alone is outside it). Otherwise (a function's own
+    trigger, whose explanation varied one axis and could not tell it from the
+    others, and one cause must not be split) axis conditions that the minimal
+    problem had on one axis must hold together on one axis, others each on
+    some axis.
     """
     v = ft.values(p, layouts)
     if not all(all(c.holds(x) for x in v[c.feature]) for c in conditions if c.every_axis):
@@ -117,6 +141,10 @@ def matches(conditions: list[Condition], p: ConvProblem, layouts: dict[str, str]
     axis_conds = [c for c in conditions if c.feature in ft.AXIS_FEATURES and not c.every_axis]
     if not all(c.holds(v[c.feature]) for c in conditions if c.feature not in ft.AXIS_FEATURES):
         return False
+    pinned = [(c, c.pinned_axis(p) if same_axes else None) for c in axis_conds]
+    if not all(a >= 0 and c.holds(v[c.feature][a]) for c, a in pinned if a is not None):
+        return False
+    axis_conds = [c for c, a in pinned if a is None]
     if not axis_conds:
         return True
     same_axis = len({c.axis for c in axis_conds}) == 1
@@ -320,6 +348,8 @@ def explain(case: ConvCase, probe: Probe, caps: Capabilities) -> Explanation:
         trigger = [c for c in (_needs_trivial(row, results[row.feature], caps)
                                for row in rows) if c is not None]
     derived_rows, trigger = _derived(p, layouts, axis, axes, trials, trigger, caps)
+    trigger = [dataclasses.replace(c, axes=len(p.input_size)) if c.axis is not None else c
+               for c in trigger]
     return Explanation(rows=tuple(rows + derived_rows), trigger=tuple(trigger),
                        calls=trials.calls,
                        trivial=tuple((f, ft.trivial(f, caps)) for f in ft.FEATURES))

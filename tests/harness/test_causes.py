@@ -107,6 +107,18 @@ def test_evidence_of_a_lower_precision_and_of_an_inherited_backward():
                                                               "consistent": False}
 
 
+def test_the_lower_precision_is_that_of_the_failing_result_only():
+    """float32 whatever the input, and grad_bias a batch mean: on batch 2 one backward
+    call shows both. Its grad_weight, off by float32's rounding, is the float32 cause's
+    (an oracle-free check that saw the call wrong names grad_weight first); the grad_bias
+    is not, and the call as a whole is of no lower precision."""
+    impl = load_implementation(spec("float32_and_mean"))
+    case = constant_case(problem(batch=2), x=0.1, w=0.3, b=0.2, g=0.7)
+    assert evidence.precision(impl, "conv2d_backward", case, None, "grad_weight") == "float32"
+    assert evidence.precision(impl, "conv2d_backward", case, None, "grad_bias") is None
+    assert evidence.precision(impl, "conv2d_backward", case, None) is None
+
+
 def _bug(failure, function, p, conditions=(), **kw) -> Bug:
     from harness.triage.explain import Condition
     return Bug(check=kw.pop("check", "forward"), failure=failure, function=function, op=p.op,
@@ -148,6 +160,91 @@ def test_symptoms_merge_into_their_cause_and_independent_bugs_stay_apart():
     assert not part_of(_bug("grad_bias", "conv2d_backward", problem(batch=2)), dtype)
 
 
+def _conv(op: str, **axes) -> ConvProblem:
+    """A 1x1 problem of ``op`` with per-axis values given as tuples (stride=(1, 1, 2))."""
+    n = {"conv1d": 1, "conv2d": 2, "conv3d": 3}[op]
+    base = dict(input_size=(1,) * n, kernel_size=(1,) * n, stride=(1,) * n,
+                padding=(0,) * n, dilation=(1,) * n)
+    return problem(op=op, **{**base, **axes})
+
+
+def test_an_axis_condition_read_on_another_dimensionality_is_the_axis_of_its_name():
+    """A trigger is stated on its bug's own minimal problem: conv1d's "stride >= 2" is a
+    stride on w. Read on conv3d through the run-wide book (no explanation, no case
+    file: a covered failure is only counted), it covers a stride on conv3d's w, the
+    same N-d code path, and not a stride on d alone: a different cause, which must be
+    found and explained, not swallowed. An exception's message is evidence of its own:
+    a conv1d dilation refusal covers conv3d's on any axis."""
+    from harness.running.calling import CheckFailure
+    from harness.triage.explain import Condition, matches
+    stride_w = Condition("stride", ">=", 2, 0, axes=1)
+    assert Condition.from_json(stride_w.to_json()) == stride_w
+    gather = _bug("forward", "conv1d", _conv("conv1d", input_size=(2,), stride=(2,)),
+                  signature="forward", cause="gather")
+    gather.conditions = [stride_w]
+    on_w = _conv("conv3d", input_size=(1, 1, 2), stride=(1, 1, 2))
+    on_d = _conv("conv3d", input_size=(2, 1, 1), stride=(2, 1, 1))
+
+    def covered(record, kind, message, p):
+        case = constant_case(p)
+        failure = CheckFailure(kind, message, function=p.op, case=case)
+        return causes.covers(record, failure, case, None, None)
+
+    assert covered(gather, "forward", "wrong", on_w)
+    assert not covered(gather, "forward", "wrong", on_d)
+    on_h = _conv("conv2d", input_size=(2, 1), stride=(2, 1))
+    assert not matches([stride_w], on_h, {}, same_axes=True)
+    # a condition on conv2d's h has no axis of that name on conv1d
+    stride_h = Condition("stride", ">=", 2, 0, axes=2)
+    assert not matches([stride_h], _conv("conv1d", input_size=(2,), stride=(2,)), {},
+                       same_axes=True)
+    assert matches([stride_h], _conv("conv3d", input_size=(1, 2, 1), stride=(1, 2, 1)), {},
+                   same_axes=True)
+    # one function's own trigger (its further searches) holds on any axis: the
+    # explanation varied one axis and did not tell it from the others
+    assert matches([stride_w], on_h, {}) and matches([stride_h], on_w, {})
+    # a further search's sighting of that cause rejects and covers as the book read it
+    seen = _bug("forward", "conv3d", on_w, signature="forward", sighting=True)
+    seen.conditions = [stride_w]
+    assert seen.region_holds(constant_case(on_w)) and not seen.region_holds(
+        constant_case(on_d))
+    refused = _bug("raised", "conv1d", _conv("conv1d", dilation=(2,)),
+                   signature="raised ValueError: dilation > N is not supported",
+                   cause="dilation")
+    refused.conditions = [Condition("dilation", ">=", 2, 0, axes=1)]
+    assert covered(refused, "raised", "conv3d raised ValueError: dilation > 1 is not "
+                   "supported", _conv("conv3d", dilation=(2, 1, 1)))
+    # and the merge agrees: the depth-stride finding, explained, stays its own entry
+    depth = _bug("forward", "conv3d", on_d, signature="forward")
+    depth.conditions = [Condition("stride", ">=", 2, 0, axes=3)]
+    width = _bug("forward", "conv3d", on_w, signature="forward")
+    width.conditions = [Condition("stride", ">=", 2, 2, axes=3)]
+    assert not part_of(depth, gather) and part_of(width, gather)
+    entries = merge([gather, depth, width], ["forward"])
+    assert sorted(tuple(sorted(e.functions)) for e in entries) == [
+        ("conv1d", "conv3d"), ("conv3d",)]
+
+
+def test_a_further_search_excludes_a_sighting_as_it_would_its_own_cause():
+    """Under xdist, another worker's cause met first by a search is a sighting; the
+    further search rejects its region as it would a cause it had explained itself
+    (else a conv3d search spends its examples on the known dilation refusal and never
+    reaches the forward's own failure), unless evidence attributed it: a grad_bias
+    wrong by a float32 rounding under a float32 cause leaves room for a grad_bias taken
+    as a mean in that region."""
+    from harness.triage.search import _excludes
+    cause = _bug("raised", "conv1d", problem(dilation=(2, 1)), [("dilation", ">=", 2, 0)],
+                 signature="raised ValueError: no")
+    by_region = _bug("raised", "conv3d", problem(dilation=(2, 1)), [("dilation", ">=", 2, 0)],
+                     signature="raised ValueError: no", sighting=True)
+    by_precision = _bug("grad_bias", "conv2d_backward", problem(), sighting=True,
+                        evidence={"precision": "float32"})
+    inherited = _bug("grad_input", "conv2d_backward", problem(stride=(2, 2)), sighting=True,
+                     evidence={"forward_fails": True, "consistent": True})
+    assert _excludes(cause) and _excludes(by_region)
+    assert not _excludes(by_precision) and not _excludes(inherited)
+
+
 def test_signatures_do_not_depend_on_the_function_or_sizes():
     assert signature("raised", "conv2d raised ValueError: bad size 3 (at x.py:12)") == \
         signature("raised", "conv3d_backward raised ValueError: bad size 7 (at x.py:12)")
@@ -175,6 +272,17 @@ def test_the_book_of_causes_is_shared_through_the_folder(tmp_path, monkeypatch):
     assert three.known("mine.py") == []
 
 
+def test_a_script_that_fails_after_a_note_reproduces_its_bug():
+    """A property check's script first notes that it compares every result with torch;
+    its FAILED line follows. It reproduces the bug (the float32 entry's linearity
+    script showed reproduces_alone null for it)."""
+    from harness.triage.history import _fails
+    note = "note: check 'linearity' is not restated here; comparing every result with torch\n"
+    assert _fails((1, note + "FAILED mine conv2d check linearity:\ndtype: ...\n")) is True
+    assert _fails((1, note + "Traceback ...\n")) is None
+    assert _fails((0, note + "passed\n")) is False
+
+
 def test_scripts_run_in_forked_children_with_their_own_exit_codes(tmp_path):
     runner = ScriptRunner()
     try:
@@ -195,23 +303,34 @@ def test_scripts_run_in_forked_children_with_their_own_exit_codes(tmp_path):
 
 # -------------------------------------------------------------- whole runs
 
-def entries(run_pytest, tmp_path, name: str, selection: str) -> tuple[list[dict], Path, str]:
+def entries(run_pytest, tmp_path, name: str, selection: str,
+            *extra: str) -> tuple[list[dict], Path, str]:
     failures = tmp_path / "failures"
     done = run_pytest("--impl", spec(name), "-k", selection, "--conv-failures", failures,
-                      timeout=900)  # several searches, on a machine that may be loaded
+                      *extra, timeout=900)  # several searches, on a machine that may be loaded
     assert done.returncode == 1, done.stdout[-4000:] + done.stderr[-2000:]
     summary = json.loads((failures / "summary.json").read_text())
     return summary["implementations"][0]["bugs"], failures, done.stdout
 
 
 def test_one_code_path_many_functions_is_two_entries(run_pytest, tmp_path):
+    """Under xdist, as a user runs it: workers find causes at once, and a search often
+    meets another worker's cause first (a sighting); still two entries. (Whether
+    conv3d's forward search meets the forward cause at all is its examples' chance:
+    2% of conv3d draws show it, so it is not asserted; what a further search spends
+    them on is pinned in process, by the test of `_excludes`.)"""
     bugs, failures, out = entries(
         run_pytest, tmp_path, "nd_two_causes",
-        "(test_forward or test_grad_input) and (conv1d] or conv3d])")
+        "(test_forward or test_grad_input) and (conv1d] or conv3d])", "-n", "2")
     assert sorted(b["failure"] for b in bugs) == ["forward", "raised"], bugs
     forward = next(b for b in bugs if b["failure"] == "forward")
     raised = next(b for b in bugs if b["failure"] == "raised")
     assert len(forward["functions"]) >= 3 and len(raised["functions"]) >= 3, bugs
+    # a search that met a known cause wrote no case file for it: its line names the cause's
+    for line in out.splitlines():
+        if line.startswith("also met known bug:"):
+            shown = re.search(r", case file (\S+\.json) \(\d+ examples?\)$", line)
+            assert shown and (failures / Path(shown.group(1)).name).is_file(), line
     assert {"conv1d_backward", "conv2d_backward", "conv3d_backward"} & set(forward["functions"])
     assert forward["params"]["stride"][-1] == 2 and 2 in raised["params"]["dilation"], bugs
     for bug in bugs:
