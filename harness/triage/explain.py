@@ -108,7 +108,7 @@ class Condition:
         -1 where ``p`` has no axis of that name (a conv2d condition on h, on conv1d).
         """
         n = len(p.input_size)
-        if self.axis is None or self.every_axis or self.feature not in ft.AXIS_FEATURES \
+        if self.axis is None or self.every_axis or self.feature not in ft.PER_AXIS \
                 or self.axes is None:
             return None
         mapped = self.axis + n - self.axes
@@ -138,8 +138,8 @@ def matches(conditions: list[Condition], p: ConvProblem, layouts: dict[str, str]
     v = ft.values(p, layouts)
     if not all(all(c.holds(x) for x in v[c.feature]) for c in conditions if c.every_axis):
         return False
-    axis_conds = [c for c in conditions if c.feature in ft.AXIS_FEATURES and not c.every_axis]
-    if not all(c.holds(v[c.feature]) for c in conditions if c.feature not in ft.AXIS_FEATURES):
+    axis_conds = [c for c in conditions if c.feature in ft.PER_AXIS and not c.every_axis]
+    if not all(c.holds(v[c.feature]) for c in conditions if c.feature not in ft.PER_AXIS):
         return False
     pinned = [(c, c.pinned_axis(p) if same_axes else None) for c in axis_conds]
     if not all(a >= 0 and c.holds(v[c.feature][a]) for c, a in pinned if a is not None):
@@ -391,17 +391,18 @@ def _derived(p: ConvProblem, layouts: dict[str, str], axis: int, axes: tuple[int
              caps: Capabilities) -> tuple[list[Row], list[Condition]]:
     """Rows of derived features, and the trigger with a product where the bug needs one.
 
-    For each derived feature (`features.DERIVED`: the reduction length K, the
-    output positions) whose components' conditions are in the trigger: the
-    minimal value is realised another way (one in channel and a kernel of K
-    taps, say). When that fails too and the trivial value passes, the bug
-    follows the product, not the component: the components' conditions give
-    way to ``K >= minimal``.
+    For each derived feature (`features.DERIVED`: an axis's input size with
+    padding, the reduction length K, the output positions) whose components'
+    conditions are in the trigger: the minimal value is realised another way
+    (one in channel and a kernel of K taps, say). When that fails too and the
+    trivial value passes, the bug follows the derived feature, not the component:
+    the components' conditions give way to ``K >= minimal``.
     """
     rows: list[Row] = []
     current = ft.values(p, layouts)
     for name, components in ft.DERIVED.items():
-        minimal = current[name]
+        on_axis = name in ft.AXIS_DERIVED
+        minimal = current[name][axis] if on_axis else current[name]
         parts = [c for c in trigger if c.feature in components]
         if minimal <= 1 or not parts:
             continue
@@ -415,10 +416,10 @@ def _derived(p: ConvProblem, layouts: dict[str, str], axis: int, axes: tuple[int
                     False if any(v is False for v in verdicts) else verdicts[0])
         if outcome.get(minimal) is not True:
             continue
-        row = _row(name, None, minimal, outcome)
+        row = _row(name, axis if on_axis else None, minimal, outcome)
         rows.append(row)
         trigger = [c for c in trigger if c.feature not in components]
-        trigger.append(Condition(name, ">=", minimal, None))
+        trigger.append(Condition(name, ">=", minimal, axis if on_axis else None))
     return rows, trigger
 
 

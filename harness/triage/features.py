@@ -29,15 +29,25 @@ GLOBAL_FEATURES: tuple[str, ...] = ("groups", "in_channels", "out_channels", "ba
 FEATURES: tuple[str, ...] = AXIS_FEATURES + GLOBAL_FEATURES
 NUMERIC: frozenset[str] = frozenset(AXIS_FEATURES) | {"groups", "in_channels", "out_channels",
                                                       "batch"}
-#: features derived from others, by the features they are a product of: the reduction
-#: length K of the forward (in channels per group x kernel taps) and the output
-#: positions of an image (the product over the axes)
-DERIVED: dict[str, frozenset[str]] = {"K": frozenset({"in_channels", "kernel"}),
-                                      "positions": frozenset({"outputs"})}
+#: features derived from others, by the features they follow from: the extent of an
+#: axis (its input size with padding, the span every tiled or transformed path reads;
+#: per axis, the others are of the whole problem), the reduction length K of the
+#: forward (in channels per group x kernel taps) and the output positions of an image
+#: (the product over the axes). In this order: an axis's extent before the positions,
+#: which its outputs are also a component of
+DERIVED: dict[str, frozenset[str]] = {
+    "extent": frozenset({"outputs", "stride", "remainder", "kernel", "dilation", "padding"}),
+    "K": frozenset({"in_channels", "kernel"}),
+    "positions": frozenset({"outputs"})}
+#: derived features with a value per spatial axis
+AXIS_DERIVED: frozenset[str] = frozenset({"extent"})
+#: every feature whose value is a tuple, one per spatial axis
+PER_AXIS: frozenset[str] = frozenset(AXIS_FEATURES) | AXIS_DERIVED
 #: what the text calls each feature
 LABELS = {"in_channels": "in channels per group", "out_channels": "out channels per group",
           "remainder": "stride remainder", "output_padding": "output_padding",
-          "K": "K (in channels per group x kernel taps)", "positions": "output positions"}
+          "K": "K (in channels per group x kernel taps)", "positions": "output positions",
+          "extent": "input size with padding"}
 
 
 def trivial(feature: str, caps: Capabilities) -> Any:
@@ -73,6 +83,7 @@ def values(p: ConvProblem, layouts: dict[str, str]) -> dict[str, Any]:
     out.update(groups=p.groups, in_channels=p.in_channels // p.groups,
                out_channels=p.out_channels // p.groups, batch=p.batch, dtype=p.dtype,
                bias=p.bias, layout=_layout(layouts))
+    out["extent"] = tuple(n + 2 * pad for n, pad in zip(p.input_size, p.padding))
     out["K"] = out["in_channels"] * _product(p.kernel_size)
     out["positions"] = _product(out["outputs"])
     return out
@@ -93,7 +104,10 @@ def realisations(p: ConvProblem, layouts: dict[str, str], derived: str, value: i
     channel with a kernel of ``value`` taps on ``axis`` (the others 1).
     Positions: ``value`` outputs on one axis, one on the others, for each axis
     (``axes``: all of them together for an implementation of square problems only).
+    Extent: `extent_realisations`.
     """
+    if derived == "extent":
+        return extent_realisations(p, layouts, value, axis, axes)
     out = []
     if derived == "K":
         steps = [("kernel", 1, axes), ("in_channels", value, None)], \
@@ -114,6 +128,37 @@ def realisations(p: ConvProblem, layouts: dict[str, str], derived: str, value: i
             q = None if q is None else with_feature(q[0], q[1], feature, v, on or (axis,))
         if q is not None:
             out.append(q)
+    return out
+
+
+def extent_realisations(p: ConvProblem, layouts: dict[str, str], value: int, axis: int,
+                        axes: tuple[int, ...]) -> list[tuple[ConvProblem, dict[str, str]]]:
+    """Axes of input size with padding ``value`` on ``axis``, each by one component:
+    (size, kernel, stride, padding, dilation) = (value outputs of a 1-tap kernel),
+    (one output of a ``value``-tap kernel), (one output of a 1-tap kernel at stride
+    ``value``, the rest a remainder), (a 1-position input padded to ``value``), (one
+    output of a 2-tap kernel dilated to span ``value``). The other axes are kept.
+    None for a transposed convolution (its padding crops the output: there is no
+    padded input) or an implementation of square problems only (one axis cannot
+    change alone)."""
+    if p.spec.transposed or len(axes) > 1 or value < 1:
+        return []
+    shapes = [(value, 1, 1, 0, 1), (value, value, 1, 0, 1)]
+    if value >= 2:
+        shapes.append((value, 1, value, 0, 1))
+    if value >= 3 and value % 2:
+        shapes.append((1, 1, 1, (value - 1) // 2, 1))
+    if value >= 3:
+        shapes.append((value, 2, 1, 0, value - 1))
+    out = []
+    for size, kernel, stride, pad, dil in shapes:
+        fields = {name: list(getattr(p, name)) for name in
+                  ("input_size", "kernel_size", "stride", "padding", "dilation")}
+        for name, v in zip(fields, (size, kernel, stride, pad, dil)):
+            fields[name][axis] = v
+        q = dataclasses.replace(p, **{name: tuple(v) for name, v in fields.items()})
+        assert conv_output_length(size, kernel, stride, pad, dil) >= 1
+        out.append((q, dict(layouts)))
     return out
 
 

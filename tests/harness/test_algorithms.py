@@ -176,9 +176,13 @@ SMALLEST = {"batch": 1, "in_channels": 1, "out_channels": 1, "stride": [1, 1],
 def test_a_winograd_with_one_wrong_transform_entry_is_caught_and_shrunk(run_pytest, tmp_path):
     """A^T[0][1] = -1: the first output of a tile subtracts the second transformed
     value; it shows as soon as a tile holds two inputs: a 1x2 input (either axis),
-    with a kernel of one or two taps along it."""
+    with a kernel of one or two taps along it. One cause, so one entry: whatever makes
+    a tile hold two inputs (two outputs, a two-tap kernel, a stride's remainder) is
+    one trigger, the axis's input size with padding."""
     bugs = _bugs(run_pytest, tmp_path, f"{HERE / 'buggy_algorithms.py'}:winograd_wrong_entry")
+    assert len(bugs) == 1, [bug["record"]["params"] for bug in bugs]
     for bug in bugs:
+        assert "input size with padding >= 2" in bug["trigger"], bug["trigger"]
         record = bug["record"]
         params = record["params"]
         assert record["check"] == "forward"

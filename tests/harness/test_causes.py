@@ -91,6 +91,30 @@ def test_a_condition_on_a_product_is_stated_as_k(minimal):
     assert explanation.one_line().startswith("fails when with bias and K (in channels")
 
 
+@pytest.mark.parametrize("minimal", [dict(), dict(kernel_size=(1, 2)), dict(stride=(1, 2))],
+                         ids=["two outputs", "two taps", "a stride's remainder"])
+def test_a_condition_on_the_padded_input_is_stated_as_its_size(minimal):
+    """A Winograd tile with a wrong transform entry is wrong once it holds two inputs:
+    two outputs, a two-tap kernel or a stride's remainder on one axis are one cause,
+    the axis's input size with padding (not three, one per component)."""
+    case = constant_case(problem(input_size=(1, 2), bias=False, **minimal), x=1.0)
+    impl = load_implementation(f"{CAUSES.parent / 'buggy_algorithms.py'}:winograd_wrong_entry")
+    (failure, *_) = examine("forward", impl, case)
+    explanation = explain(case, failure_probe(impl, failure, None), impl.capabilities)
+    assert [c.text() for c in explanation.trigger] == ["input size with padding >= 2"]
+    assert [c.axis for c in explanation.trigger] == [1]
+
+
+def test_an_output_condition_stays_one_where_the_padded_input_passes():
+    """The tutorial's stride-3 grad_input needs two outputs at stride 3: the same
+    padded input reached with stride 1 passes, so no input-size condition."""
+    case = constant_case(problem(input_size=(1, 4), stride=(1, 3)), x=1.0)
+    impl = load_implementation("conv_impl.tutorial")
+    (failure, *_) = examine("grad_input", impl, case)
+    explanation = explain(case, failure_probe(impl, failure, None), impl.capabilities)
+    assert "input size with padding" not in explanation.one_line().split(";")[0]
+
+
 def test_evidence_of_a_lower_precision_and_of_an_inherited_backward():
     case = constant_case(problem(), x=0.1, w=0.3)
     impl, failure = first_failure("float32_compute", "forward", case)
