@@ -14,7 +14,10 @@ again in a fresh process (harness/triage/history.py), as for any bug.
 
 The key also holds a digest of the implementation's source file, so an
 edited implementation is explained afresh; an implementation whose code is
-spread over several files is only keyed by the file that defines it.
+spread over several files is only keyed by the file that defines it. It
+holds a digest of the harness's own triage code too (`TRIAGE_CODE`): a
+harness that derives triggers differently (a new derived feature, say)
+explains again rather than show an older version's trigger.
 
 The same holds for a follow-up search (harness/triage/search.py) that found
 nothing more: it is recorded under its own key (`remember_searched`, with the
@@ -124,10 +127,18 @@ def source_digest(target_object: Any) -> str:
         return ""
 
 
+#: the modules whose code decides a stored entry's trigger and explanation
+_TRIAGE_MODULES = ("explain.py", "features.py", "catalog.py", "causes.py", "evidence.py")
+TRIAGE_CODE: str = hashlib.sha256(b"".join(
+    (Path(__file__).resolve().parent / name).read_bytes() for name in _TRIAGE_MODULES)
+).hexdigest()[:8]
+
+
 def triage_key(test_key: bytes, target_object: Any) -> bytes:
-    """Where a test's explained bugs are stored: its database key, ``:triage:``, and the
-    implementation's source digest."""
-    return test_key + b":triage:" + source_digest(target_object).encode()
+    """Where a test's explained bugs are stored: its database key, ``:triage:``, the
+    implementation's source digest and the harness's triage code's."""
+    return (test_key + b":triage:" + source_digest(target_object).encode() + b":"
+            + TRIAGE_CODE.encode())
 
 
 def _minimal(failure: str, function: str | None, op: str, params: dict[str, Any],
