@@ -138,6 +138,8 @@ class Found:
     case_file: Path | None
     #: the run's record of calls when it failed (harness/triage/history.py)
     calls: list = dataclasses.field(default_factory=list)
+    #: the archetype its search first failed on (`archetypes.origin`), "" for none
+    found_on: str = ""
 
 
 #: the final failures of this process's searches, in order; harness/triage/search.py
@@ -160,11 +162,12 @@ def _search(target: Target, check: str, known: Sequence[Bug]) -> tuple:
 
 
 def found_on(first: ConvProblem, drawn_from: archetypes.Archetype | None,
-             shrunk: ConvProblem) -> str | None:
+             shrunk: ConvProblem, where: str | None = None) -> str | None:
     """The report's line naming the archetype a search first failed on: the one its
     draw started from, else the one it is or neighbours (issue 22: a fast path's bug
-    is found there and shrinks away from it); None for neither."""
-    where = archetypes.origin(first, drawn_from)
+    is found there and shrinks away from it); None for neither. ``where``: that
+    archetype's `archetypes.origin`, where the caller has it already."""
+    where = where or archetypes.origin(first, drawn_from)
     if where is None:
         return None
     if first == shrunk:
@@ -429,12 +432,14 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
     if current_build_context().is_final:
         path = save_failure(target, failure, check, text, case)
         CALLS.keep(path)  # the calls that led to it, before triage makes its own
-        origin = found_on(*FIRST_FAILED.pop(_search(target, check, known),
-                                            (failed_on, drawn_from)), failed_on)
+        first, first_drawn = FIRST_FAILED.pop(_search(target, check, known),
+                                              (failed_on, drawn_from))
+        where = archetypes.origin(first, first_drawn)
+        origin = found_on(first, first_drawn, failed_on, where)
         if origin is not None:  # in the report, not in the case file (its name is a hash)
             lines = text.split("\n")
             text = "\n".join(lines[:3] + [origin] + lines[3:])
-        FOUND.append(Found(target, check, failure, case, text, path))
+        FOUND.append(Found(target, check, failure, case, text, path, found_on=where or ""))
     else:
         FIRST_FAILED.setdefault(_search(target, check, known), (failed_on, drawn_from))
     raise CheckFailure(failure.check, text) from None

@@ -323,6 +323,8 @@ def bug_lines(bugs: list[Bug]) -> list[str]:
                      + ("" if not bug.not_minimal else " NOT MINIMAL"))
         if bug.not_minimal:
             lines.append(f"     {bug.not_minimal}")
+        if bug.found_on:
+            lines.append(f"     found on: {bug.found_on}")
         lines.append(f"     trigger: {bug.trigger}")
         lines += [f"     also:    {other}" for other in bug.also[:3]]
         if bug.case_file:

@@ -72,6 +72,8 @@ class Bug:
     not_minimal: str = ""
     #: other sightings (function, check, case file) shown under the entry
     sightings: list[dict[str, Any]] = field(default_factory=list)
+    #: the archetype (or its neighbour) its search first failed on, "" for none (issue 22)
+    found_on: str = ""
 
     @property
     def problem(self) -> ConvProblem:
@@ -138,7 +140,8 @@ class Bug:
                 "reproduces_alone_reason": self.alone_reason, "signature": self.signature,
                 "evidence": self.evidence, "cause": self.cause, "sighting": self.sighting,
                 "minimal": not self.not_minimal, "not_minimal_because": self.not_minimal,
-                "sightings": self.sightings, "report": self.report}
+                "sightings": self.sightings, "found_on": self.found_on or None,
+                "report": self.report}
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> "Bug":
@@ -155,7 +158,8 @@ class Bug:
                    signature=raw.get("signature", ""), evidence=dict(raw.get("evidence") or {}),
                    cause=raw.get("cause", ""), sighting=bool(raw.get("sighting", False)),
                    not_minimal=raw.get("not_minimal_because", ""),
-                   sightings=list(raw.get("sightings") or []))
+                   sightings=list(raw.get("sightings") or []),
+                   found_on=raw.get("found_on") or "")
 
 
 #: failures that show a deterministic cause's state rather than a cause of their own

@@ -143,7 +143,8 @@ def describe(found: suite.Found, print_script: bool = False) -> Bug:
               op=case.problem.op, params=case.problem.params(), layouts=dict(case.layouts),
               trigger="", conditions=[], explanation=[], case_file=case_file,
               signature=signature(failure.check, failure.message),
-              evidence=evidence.gather(target.impl, failure, case, target.timeout))
+              evidence=evidence.gather(target.impl, failure, case, target.timeout),
+              found_on=found.found_on)
     known = attribute(target, bug, failure, case)
     if known is not None:
         return _as_sighting(found, bug, known)

@@ -186,9 +186,10 @@ def test_found_on_names_the_archetype_a_search_first_failed_on():
     assert archetypes.classify(shrunk) is None and found_on(shrunk, None, shrunk) is None
 
 
-def test_a_bug_found_on_an_archetype_names_it_in_its_report(run_pytest):
+def test_a_bug_found_on_an_archetype_names_it_in_its_report(run_pytest, tmp_path):
     """Issue 22: the Winograd-dilation bug on DeepLab's 3x3 dilation 2 (the only problem
-    given): the bug's report, above its trigger and explanation, says where it was found."""
+    given): the bug's report, above its trigger and explanation, says where it was found,
+    and so do the summary's entry (above its trigger) and summary.json's ``found_on``."""
     deeplab = _archetype("3x3 d2 p2")
     problem = _problem("conv2d", input_size=(6, 7), kernel_size=deeplab.kernel,
                        padding=deeplab.padding, dilation=deeplab.dilation)
@@ -198,3 +199,7 @@ def test_a_bug_found_on_an_archetype_names_it_in_its_report(run_pytest):
     report = result.stdout[result.stdout.index("found 1 distinct bug"):]
     assert report.index("found on:   deeplab 3x3 d2 p2 (this problem)") < report.index(
         "trigger:")
+    summary = result.stdout[result.stdout.index("harness summary"):]
+    assert summary.index("     found on: deeplab 3x3 d2 p2\n") < summary.index("     trigger:")
+    (entry,) = json.loads((tmp_path / "failures" / "summary.json").read_text())["implementations"]
+    assert [bug["found_on"] for bug in entry["bugs"]] == ["deeplab 3x3 d2 p2"]
