@@ -104,8 +104,9 @@ def generate() -> dict[str, str]:
             "of the run, with its distinct bugs (the same list is in "
             "`.conv-failures/summary.json`). The bugs, their minimal cases and triggers "
             "are the same in every run; which other checks also meet a bug (`seen by` "
-            "after the first), and so which tests fail, depends on the examples drawn, "
-            "which change with the Hypothesis version:",
+            "after the first), and so which tests fail, and the network layer a search "
+            "first failed on (`found on`), depend on the examples drawn, which change "
+            "with the Hypothesis version:",
             "```text\n" + show(summary.rstrip()) + "\n" + _last_line(found.stdout) + "\n```"]
         report = [
             "The report of one failing test, `test_grad_input`, as pytest prints it: each "
