@@ -148,7 +148,7 @@ def _bug(failure, function, p, conditions=(), **kw) -> Bug:
     return Bug(check=kw.pop("check", "forward"), failure=failure, function=function, op=p.op,
                params=p.params(), layouts={}, trigger="t",
                conditions=[Condition(*c) for c in conditions], explanation=[],
-               case_file=None, **kw)
+               case_file=kw.pop("case_file", None), **kw)
 
 
 def test_symptoms_merge_into_their_cause_and_independent_bugs_stay_apart():
@@ -182,6 +182,21 @@ def test_symptoms_merge_into_their_cause_and_independent_bugs_stay_apart():
     assert part_of(_bug("grad_weight", "conv2d_backward", problem(),
                         evidence={"precision": "float32"}), dtype)
     assert not part_of(_bug("grad_bias", "conv2d_backward", problem(batch=2)), dtype)
+
+
+def test_an_entry_keeps_the_plainer_of_two_cases_of_one_size():
+    """Two findings of one cause on problems of the same size (a two-tap kernel at
+    stride 2 on three inputs, plain and dilated): the entry's case is the plain one,
+    whichever check found which (the fast-path test's wav2vec bug)."""
+    conv1 = dict(op="conv1d", input_size=(3,), kernel_size=(2,), stride=(2,), padding=(0,))
+    stride = [("stride", ">=", 2, None)]
+    dilated = _bug("forward", "conv1d", problem(**conv1, dilation=(2,)), stride, check="forward",
+                   case_file="dilated.json", alone=True)
+    plain = _bug("forward", "conv1d", problem(**conv1, dilation=(1,)), stride,
+                 check="delta_kernel", case_file="plain.json", alone=True)
+    (entry,) = merge([dilated, plain], ["forward", "delta_kernel"])
+    assert (entry.case_file, entry.params["dilation"], entry.checks) == (
+        "plain.json", [1], ["forward", "delta_kernel"])
 
 
 def _conv(op: str, **axes) -> ConvProblem:
