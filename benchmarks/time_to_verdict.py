@@ -71,6 +71,8 @@ CAUSES_SET = (
     ("masking", CAUSES_BUGS + ":masking", "failed: 2 causes (raises, float64)"),
     ("hidden by its kind (shapes)", CAUSES_BUGS + ":shapes", "failed: 2 causes"),
     ("read past the buffer", CAUSES_BUGS + ":read_past", "failed: 1 cause"),
+    ("Winograd wrong entry", str(TREE / "tests" / "harness" / "buggy_algorithms.py")
+     + ":winograd_wrong_entry", "failed: 1 cause (a tile holding two inputs)"),
     SET[1], SET[2],
     ("correct: conv_impl.einsum", "conv_impl.einsum", "passed"),
 )
