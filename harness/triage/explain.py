@@ -65,9 +65,11 @@ class Condition:
     axis: int | None  # the minimal problem's axis, None for a feature of the whole problem
     #: the bug needs this trivial value on every axis (``padding = 0``), not on one
     every_axis: bool = False
-    #: how many spatial axes the minimal problem had (None: not recorded): ``axis``
-    #: names an axis as benchdnn does, counted from the last (w, h, d), so that the
-    #: condition can be read on a problem of another dimensionality (`matches`)
+    #: how many spatial axes the minimal problem had: ``axis`` names an axis as
+    #: benchdnn does, counted from the last (w, h, d), so that the condition can be
+    #: read on a problem of another dimensionality (`matches`). None: not recorded,
+    #: or the bug showed with the axes swapped too (`_on_any_axis`), so that the axis
+    #: names nothing the bug needs and the condition holds on any axis of any problem
     axes: int | None = None
 
     def holds(self, v: Any) -> bool:
@@ -348,11 +350,29 @@ def explain(case: ConvCase, probe: Probe, caps: Capabilities) -> Explanation:
         trigger = [c for c in (_needs_trivial(row, results[row.feature], caps)
                                for row in rows) if c is not None]
     derived_rows, trigger = _derived(p, layouts, axis, axes, trials, trigger, caps)
-    trigger = [dataclasses.replace(c, axes=len(p.input_size)) if c.axis is not None else c
-               for c in trigger]
+    if not _on_any_axis(p, layouts, axis, trials, trigger):
+        trigger = [dataclasses.replace(c, axes=len(p.input_size)) if c.axis is not None else c
+                   for c in trigger]
     return Explanation(rows=tuple(rows + derived_rows), trigger=tuple(trigger),
                        calls=trials.calls,
                        trivial=tuple((f, ft.trivial(f, caps)) for f in ft.FEATURES))
+
+
+def _on_any_axis(p: ConvProblem, layouts: dict[str, str], axis: int, trials: _Trials,
+                 trigger: list[Condition]) -> bool:
+    """Whether the bug shows with its axis swapped with each other axis too (its axis
+    conditions then name no axis in particular: a conv3d stride bug on w that also
+    shows on h and d is the cause of a conv2d stride bug on h). One call per other
+    axis; False where a swap passes, is masked or was not tried."""
+    if not any(c.axis is not None and not c.every_axis for c in trigger) \
+            or len(p.input_size) < 2:
+        return False
+    for other in range(len(p.input_size)):
+        if other != axis:
+            verdict = trials.outcome(ft.swap_axes(p, axis, other), layouts, ("swap", other))
+            if verdict is not True:
+                return False
+    return True
 
 
 def _row(feature: str, axis: int | None, minimal: Any, outcome: dict[Any, bool | str]) -> Row:

@@ -162,6 +162,16 @@ def extent_realisations(p: ConvProblem, layouts: dict[str, str], value: int, axi
     return out
 
 
+def swap_axes(p: ConvProblem, a: int, b: int) -> ConvProblem:
+    """``p`` with the spatial axes ``a`` and ``b`` exchanged (every per-axis field)."""
+    def swapped(values: tuple[int, ...]) -> tuple[int, ...]:
+        out = list(values)
+        out[a], out[b] = out[b], out[a]
+        return tuple(out)
+    return dataclasses.replace(p, **{name: swapped(getattr(p, name)) for name in (
+        "input_size", "kernel_size", "stride", "padding", "dilation", "output_padding")})
+
+
 def _layout(layouts: dict[str, str]) -> str:
     """One name for the layouts of a problem's arrays: C, or the first other one."""
     others = [layouts[name] for name in ARRAY_NAMES if layouts.get(name, "C") != "C"]

@@ -172,12 +172,14 @@ def _identity(target: Target, bug: Bug) -> str:
                        [c.to_json() for c in bug.conditions]], sort_keys=True)
 
 
-def verify_alone(target: Target, bugs: list[Bug]) -> None:
+def verify_alone(target: Target, bugs: list[Bug], rebuild_history: bool = True) -> None:
     """Run each bug's saved script in a fresh process: it must reproduce the failure.
 
     A bug whose script passes there becomes a ``history`` bug, with a sequence
-    of calls rebuilt for it where one of the candidates shows it. A bug this
-    process has already verified (found again by another check) is not run again.
+    of calls rebuilt for it where one of the candidates shows it (without
+    ``rebuild_history``, for a sighting of a known cause: only ``alone`` False).
+    A bug this process has already verified (found again by another check) is
+    not run again.
     """
     if not oracle.torch_available():  # the scripts need torch
         return
@@ -200,8 +202,10 @@ def verify_alone(target: Target, bugs: list[Bug]) -> None:
             bug.alone = True
             _VERIFIED.add(_identity(target, bug))
             bug.report += "\nverified: its script, run alone in a fresh process, fails (exit 1)"
-        elif verdict is False:
+        elif verdict is False and rebuild_history:
             _history(target, bug)
+        elif verdict is False:
+            bug.alone = False
 
 
 def _history(target: Target, bug: Bug) -> None:

@@ -180,13 +180,17 @@ def describe(found: suite.Found, print_script: bool = False) -> Bug:
 def describe_and_verify(found: suite.Found, print_script: bool = False) -> Bug:
     """`describe` a shrunk failure and, when it is a new cause, run its saved script
     alone in a fresh process (harness/triage/history.py's `verify_alone`: a script
-    that passes there makes it a ``history`` bug). A sighting is not run: its
-    script, where it has one, stands for a cause verified where it was found.
+    that passes there makes it a ``history`` bug). A sighting with a case file
+    (shrunk before another worker published its cause) has its script run too:
+    its case may be smaller than the cause's, and stands for the entry
+    (harness/triage/catalog.py's `merge`) only once its script reproduces it.
     The one step from a failure to a bug, for searches (`triage`) and regression
     replays (harness/replay.py) alike."""
     bug = describe(found, print_script)
     if not bug.sighting:
         verify_alone(found.target, [bug])
+    elif bug.case_file is not None:
+        verify_alone(found.target, [bug], rebuild_history=False)
     return bug
 
 

@@ -65,6 +65,19 @@ def _nd_backward(bwd, grad_output, x, weight, bias, *, stride, padding, dilation
 nd_two_causes = _module(_nd_forward, _nd_backward)
 
 
+def _any_stride_backward(bwd, grad_output, x, weight, bias, *, stride, **kw):
+    gx, gw, gb = bwd(grad_output, x, weight, bias, stride=stride, **kw)
+    if any(s > 1 for s in stride):
+        gw = gw.copy()
+        gw.flat[0] += 1  # an off-by-one in a weight-gradient loop every dimension shares
+    return gx, gw, gb
+
+
+#: 1 cause behind 3 backwards: grad_weight off by one when a stride, on any axis, is
+#: above 1. conv1d's stride is on w, a conv2d search may find it on h, conv3d's on d.
+nd_any_axis = _module(backward=_any_stride_backward)
+
+
 # -- a cause and its consequences: computes in float32 whatever the input -------------
 
 def _f32(a):

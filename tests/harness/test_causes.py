@@ -199,6 +199,28 @@ def test_an_entry_keeps_the_plainer_of_two_cases_of_one_size():
         "plain.json", [1], ["forward", "delta_kernel"])
 
 
+@pytest.mark.parametrize("name, stride, axes", [
+    ("nd_any_axis", (1, 1, 2), None), ("nd_any_axis", (1, 2), None), ("nd_any_axis", (2,), 1),
+    ("nd_two_causes", (1, 1, 2), 3)])
+def test_an_axis_condition_names_its_axis_only_where_the_other_axes_pass(name, stride, axes):
+    """The explanation swaps the bug's axis with each other one: where the bug shows on
+    every axis, its condition names none (``axes`` None: it covers a stride on h of a
+    conv2d as a stride on w of a conv3d); where a swap passes (nd_two_causes reads its
+    last axis only), or there is no other axis (conv1d), it stays on its axis."""
+    n = len(stride)
+    case = constant_case(_conv(f"conv{n}d", stride=stride, input_size=(1,) * (n - 1) + (3,)),
+                         x=1.0)
+    check, kind = ("grad_weight", "grad_weight") if name == "nd_any_axis" else (
+        "forward", "forward")
+    impl, failure = first_failure(name, check, case)
+    assert failure.check == kind
+    explanation = explain(case, failure_probe(impl, failure, None),
+                          impl.capabilities_for((failure.function,)))
+    stride_conditions = [c for c in explanation.trigger if c.feature == "stride"]
+    assert stride_conditions and all(c.axes == axes for c in stride_conditions), \
+        explanation.trigger
+
+
 def _conv(op: str, **axes) -> ConvProblem:
     """A 1x1 problem of ``op`` with per-axis values given as tuples (stride=(1, 1, 2))."""
     n = {"conv1d": 1, "conv2d": 2, "conv3d": 3}[op]
@@ -380,6 +402,21 @@ def test_one_code_path_many_functions_is_two_entries(run_pytest, tmp_path):
         assert parse_descriptor(bug["descriptor"], op=bug["op"], dtype=p["dtype"],
                                 bias=p["bias"]) == ConvProblem.from_params(bug["op"], p)
         assert bug["reproduces_alone"] is True, bug
+    scripts_exit_1(failures, bugs)
+
+
+def test_a_cause_on_any_axis_is_one_entry_whichever_axis_each_function_shows(run_pytest,
+                                                                               tmp_path):
+    """grad_weight off when any stride is above 1, in the backwards of conv3d (given
+    with its stride on w) and conv2d (on h): one entry, whichever is found first, the
+    other a sighting of it, though their strides are on axes of different names."""
+    bugs, failures, _ = entries(run_pytest, tmp_path, "nd_any_axis", "test_grad_weight",
+                                "--conv-problem", "mb1ic1id1ih1iw3oc1kd1kh1kw1sd1sh1sw2",
+                                "--conv-problem", "mb1ic1ih3iw1oc1kh1kw1sh2sw1", "-n", "2")
+    assert len(bugs) == 1, [(b["function"], b["descriptor"], b["trigger"]) for b in bugs]
+    (bug,) = bugs
+    assert sorted(bug["functions"]) == ["conv2d_backward", "conv3d_backward"], bug
+    assert bug["reproduces_alone"] is True
     scripts_exit_1(failures, bugs)
 
 
