@@ -34,7 +34,7 @@ import numpy as np
 from harness.checks.compare import compare
 from harness.checks.diagnosis import (BACKWARD_RESULTS, FORWARD_RESULTS, VALUE_KIND, diagnose,
                                       reference)
-from harness.checks.tolerance import gamma, tolerance, unit_roundoff
+from harness.checks.tolerance import flush_allowance, gamma, tolerance, unit_roundoff
 from harness.problem import DTYPES, ConvCase
 from harness.running.calling import CheckFailure, call_backward, call_forward, observing
 from harness.running.loader import Implementation
@@ -89,6 +89,11 @@ def precision(impl: Implementation, function: str, case: ConvCase,
         if not names:
             return None
     lower = DTYPES[DTYPES.index(case.problem.dtype) + 1:]
+    # a lower dtype that cannot hold a result's value did not compute it: a non-zero
+    # value below its smallest subnormal would have flushed to 0 there (a float32
+    # result of 1e-32 is no float16 computation, though float16's flush allowance
+    # covers any error that small)
+    lower = tuple(d for d in lower if not any(_below_range(actual, d) for actual in results))
     found = None
     for dtype in lower:
         as_low = dataclasses.replace(case, problem=dataclasses.replace(case.problem, dtype=dtype))
@@ -98,6 +103,14 @@ def precision(impl: Implementation, function: str, case: ConvCase,
             found = dtype
             break  # the highest precision that explains the errors
     return found
+
+
+def _below_range(actual: np.ndarray | None, dtype: str) -> bool:
+    """Whether ``actual`` holds a non-zero value smaller than ``dtype``'s smallest subnormal."""
+    if actual is None:
+        return False
+    a = np.abs(np.asarray(actual, dtype=np.float64))
+    return bool(np.any((a > 0) & (a < float(np.finfo(np.dtype(dtype)).smallest_subnormal))))
 
 
 def consistent(impl: Implementation, case: ConvCase, timeout: float | None) -> bool:
@@ -129,13 +142,33 @@ def consistent(impl: Implementation, case: ConvCase, timeout: float | None) -> b
         forward_terms = float(np.sum(np.abs(g) * (size0 + size1)))
         backward_terms = float(np.sum(np.abs(np.asarray(grad, dtype=np.float64)) * np.abs(step)))
         reduction = max(p.grad_input_terms(), p.grad_weight_terms(), p.grad_bias_terms(), 1)
+        # and what underflow may take from each result (harness/checks/tolerance.py's
+        # flush allowance): tiny data (a delta kernel's 1e-32 in float32) make products
+        # of 1e-64 that round to 0 in the dtype, far beyond the relative terms above
+        flushed = (float(np.sum(np.abs(g) * (
+            _forward_flush(case, size0) + _forward_flush(changed, size1))))
+            + float(np.sum(np.abs(step) * flush_allowance(
+                p.dtype, reduction, _backward_operands(case, name),
+                np.full(base.shape, np.inf)))))
         bound = (gamma(p.forward_terms() + 1, u) * forward_terms
-                 + gamma(reduction, u) * backward_terms
+                 + gamma(reduction, u) * backward_terms + flushed
                  + gamma(g.size + step.size, unit_roundoff("float64"))
-                 * (forward_terms + backward_terms))
+                 * (forward_terms + backward_terms + flushed))
         if not abs(lhs - rhs) <= bound:
             return False
     return True
+
+
+def _forward_flush(case: ConvCase, magnitude: np.ndarray) -> np.ndarray:
+    """What underflow may take from each forward result of ``case``."""
+    return flush_allowance(case.problem.dtype, case.problem.forward_terms() + 1,
+                           (case.x, case.weight), magnitude, case.bias)
+
+
+def _backward_operands(case: ConvCase, name: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """The two factors of the products each gradient of ``name`` sums."""
+    return {"x": (case.grad_output, case.weight), "weight": (case.grad_output, case.x),
+            "bias": (case.grad_output, None)}[name]
 
 
 def beyond_rounding(probe, impl: Implementation, function: str, timeout: float | None):

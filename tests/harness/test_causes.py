@@ -13,11 +13,12 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness.checks.registry import examine
 from harness.descriptor import format_descriptor, parse_descriptor
-from harness.problem import ConvProblem
+from harness.problem import ConvCase, ConvProblem
 from harness.running.loader import load_implementation
 from harness.triage import causes, evidence
 from harness.triage.catalog import Bug, merge, part_of, signature
@@ -129,6 +130,26 @@ def test_evidence_of_a_lower_precision_and_of_an_inherited_backward():
     (failure,) = examine("grad_input", tutorial, case)
     assert evidence.gather(tutorial, failure, case, None) == {"forward_fails": False,
                                                               "consistent": False}
+
+
+def test_evidence_on_tiny_data_is_not_fooled_by_underflow():
+    """A delta_kernel finding of nd_two_causes' strided gather (a run's third entry):
+    float32 data of 1e-32, whose products (1e-64) underflow to 0. The backward is still
+    the exact gradient of the wrong forward (within what underflow may take), and its
+    errors are not "float16 rounding" (float16's flush allowance covers anything there:
+    the terms lie below its normal range). The tutorial's stride-3 backward shows an
+    inconsistent backward on small, normal products is still told apart."""
+    p = problem(input_size=(1, 3), stride=(1, 2), bias=False, dtype="float32")
+    case = ConvCase(problem=p, x=np.ones((1, 1, 1, 3), np.float32),
+                    weight=np.full((1, 1, 1, 1), -1.1350391e-32, np.float32), bias=None,
+                    grad_output=np.array([[[[-1.1350391e-32, -2.2631753e-32]]]], np.float32))
+    impl, failure = first_failure("nd_two_causes", "grad_weight", case)
+    assert evidence.gather(impl, failure, case, None) == {"forward_fails": True,
+                                                          "consistent": True}
+    tutorial = load_implementation("conv_impl.tutorial")
+    case = constant_case(problem(input_size=(4, 1), stride=(3, 3), dtype="float32"), x=1e-10,
+                         w=1e-10, g=1e-10)  # products of 1e-20: normal numbers
+    assert not evidence.consistent(tutorial, case, None)
 
 
 def test_the_lower_precision_is_that_of_the_failing_result_only():
