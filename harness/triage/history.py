@@ -153,11 +153,14 @@ def _fails(ran: tuple[int | None, str], kind: str = "") -> bool | None:
     """True: the script reproduced the failure (exit 1); False: it passed; None: neither.
 
     A ``raised`` bug's script reproduces it by raising the same exception: it exits 1
-    with Python's traceback, not its own FAILED line. The FAILED line may follow a
-    note (a property check's script says that it compares every result with torch)."""
+    with Python's traceback, not its own FAILED line. The FAILED line, or the
+    traceback, may follow a note (a property check's script says that it compares
+    every result with torch)."""
     code, out = ran
-    failed = any(line.startswith("FAILED") for line in out.splitlines())
-    if code == 1 and (failed or (kind == "raised" and not out.strip())):
+    lines = [line for line in out.splitlines() if line.strip()]
+    failed = any(line.startswith("FAILED") for line in lines)
+    noted_only = all(line.startswith("note:") for line in lines)
+    if code == 1 and (failed or (kind == "raised" and noted_only)):
         return True
     return False if code == 0 else None
 

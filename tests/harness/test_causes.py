@@ -356,13 +356,17 @@ def test_the_book_of_causes_is_shared_through_the_folder(tmp_path, monkeypatch):
 
 def test_a_script_that_fails_after_a_note_reproduces_its_bug():
     """A property check's script first notes that it compares every result with torch;
-    its FAILED line follows. It reproduces the bug (the float32 entry's linearity
-    script showed reproduces_alone null for it)."""
+    its FAILED line follows, or, for a bug that raises, Python's traceback (on stderr).
+    It reproduces the bug (the float32 entry's linearity script, and nd_two_causes'
+    dilation cause found by finite_difference, showed reproduces_alone null)."""
     from harness.triage.history import _fails
     note = "note: check 'linearity' is not restated here; comparing every result with torch\n"
     assert _fails((1, note + "FAILED mine conv2d check linearity:\ndtype: ...\n")) is True
     assert _fails((1, note + "Traceback ...\n")) is None
     assert _fails((0, note + "passed\n")) is False
+    assert _fails((1, note), "raised") is True and _fails((1, ""), "raised") is True
+    assert _fails((1, note), "forward") is None
+    assert _fails((1, note + "something else\n"), "raised") is None
 
 
 def test_scripts_run_in_forked_children_with_their_own_exit_codes(tmp_path):
