@@ -332,9 +332,10 @@ def explain(case: ConvCase, probe: Probe, caps: Capabilities) -> Explanation:
     for feature in ft.FEATURES:
         on_axis = feature in ft.AXIS_FEATURES
         minimal = current[feature][axis] if on_axis else current[feature]
+        where = _sharing(current, feature, axis, axes, caps) if on_axis else axes
         outcome: dict[Any, bool | str] = {}
         for value in ft.candidates(feature, minimal, caps, p, axis if on_axis else None):
-            changed = ft.with_feature(p, layouts, feature, value, axes)
+            changed = ft.with_feature(p, layouts, feature, value, where)
             if changed is None:
                 continue
             verdict = trials.outcome(*changed, (feature, value))
@@ -356,6 +357,18 @@ def explain(case: ConvCase, probe: Probe, caps: Capabilities) -> Explanation:
     return Explanation(rows=tuple(rows + derived_rows), trigger=tuple(trigger),
                        calls=trials.calls,
                        trivial=tuple((f, ft.trivial(f, caps)) for f in ft.FEATURES))
+
+
+def _sharing(current: dict[str, Any], feature: str, axis: int, axes: tuple[int, ...],
+             caps: Capabilities) -> tuple[int, ...]:
+    """The axes an axis feature is varied on: ``axes``, and where its value on the main
+    axis is not trivial, every axis that has the same value. A minimal problem with a
+    stride of 2 on every axis fails with any one of them at 1: only all three at 1
+    show that the bug needs a stride (else "no feature is needed")."""
+    minimal = current[feature][axis]
+    if minimal == ft.trivial(feature, caps):
+        return axes
+    return tuple(sorted(set(axes) | {a for a, v in enumerate(current[feature]) if v == minimal}))
 
 
 def _on_any_axis(p: ConvProblem, layouts: dict[str, str], axis: int, trials: _Trials,

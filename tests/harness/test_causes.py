@@ -242,6 +242,17 @@ def test_an_axis_condition_names_its_axis_only_where_the_other_axes_pass(name, s
         explanation.trigger
 
 
+def test_a_value_every_axis_shares_is_varied_on_all_of_them():
+    """nd_two_causes' strided gather on a 1x1x1 conv3d with a stride of 2 on every axis
+    (a minimal case a run shrank to): setting one axis's stride to 1 still fails, so
+    the stride is varied on all three, and the trigger needs it (it said "no feature
+    is needed" when one axis was varied)."""
+    case = constant_case(_conv("conv3d", stride=(2, 2, 2)), x=1.0)
+    impl, failure = first_failure("nd_two_causes", "forward", case)
+    explanation = explain(case, failure_probe(impl, failure, None), impl.capabilities)
+    assert [c.text() for c in explanation.trigger] == ["stride >= 2"], explanation.one_line()
+
+
 def _conv(op: str, **axes) -> ConvProblem:
     """A 1x1 problem of ``op`` with per-axis values given as tuples (stride=(1, 1, 2))."""
     n = {"conv1d": 1, "conv2d": 2, "conv3d": 3}[op]
