@@ -25,7 +25,32 @@ same convolution on absolute values, which this module computes in float64
 with NumPy (harness/checks/closed_form.py: a gather per kernel offset). A scalar formed
 from results (an inner product, a difference of two losses) is bounded by
 the same per-element bounds weighted by the other factor, plus the float64
-error of forming it (gamma(n, u64) * sum |terms|).
+error of forming it (gamma(n, u64) * sum |terms|), plus n smallest float64
+subnormals eta = 2**-1074 for its n products (`_dot`, `_weighted`):
+
+- The scalar's n products a_i * b_i are rounded in float64, which near the
+  bottom of the range is not relative: fl(a_i b_i) = a_i b_i (1 + d) + e with
+  |d| <= u64 and |e| <= lambda * u64 = eta / 2 (Higham sec. 2.2, the model
+  with gradual underflow, NumPy's float64; lambda the smallest normal). The d
+  are in gamma(n, u64) * sum |terms|, the e are not: n * eta / 2. Its
+  additions lose nothing more: a sum of two float64 numbers below 2 * lambda
+  is exact (both are multiples of eta), and above it rounds by at most u64
+  times the sum, which gamma(n, u64) * sum |terms| (then >= eta) covers.
+- The weighted bound sum(bound_i * |c_i|) is itself formed in float64: each
+  of its n products can round down by eta / 2, to 0 when bound_i * |c_i| <
+  eta / 2 (a float64 result's flush allowance 2K * 2.2e-308 times a |g| of
+  1e-160 does), so the sum of the rounded products can fall short of the
+  real one by n * eta / 2.
+
+So each inner product of n terms gets n * eta on top (each half rounded up
+to a multiple of eta, as eta / 2 is no float64). Without it, where
+every product lies in or below the subnormal range (x = 2, w = g = 8.25e-162
+in a 1x1 float64 conv2d of batch 2: <conv(x, w), g> sums two rounded
+products, <w, grad_weight> rounds one), the two sides differ by one eta
+while the allowed error computes to 0. The results' own underflow and
+flushing to zero (2K smallest normals of their dtype per element, whether
+the implementation flushes or underflows gradually) are in their bounds
+already (harness/checks/tolerance.py), and weighted like the rest.
 
 Checks:
 
@@ -74,6 +99,9 @@ from harness.running.calling import CheckFailure, call_backward, call_forward, i
 from harness.running.loader import Implementation
 
 U64 = FLOAT64_UNIT_ROUNDOFF
+#: eta, the smallest positive float64 (a subnormal): the spacing of float64 numbers
+#: below twice the smallest normal, where rounding is absolute (module doc)
+ETA64 = float(np.finfo(np.float64).smallest_subnormal)
 GRADS = ("grad_input", "grad_weight", "grad_bias")
 
 
@@ -95,9 +123,27 @@ def _with(case: ConvCase, **changes) -> ConvCase:
 
 
 def _dot(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
-    """<a, b> in float64 and the bound of its own rounding error."""
+    """<a, b> in float64 and the bound of its own rounding error: gamma(n, u64) *
+    sum |a_i b_i|, and eta / 2 per product for its underflow (module doc)."""
     a, b = _f64(a), _f64(b)
-    return float(np.sum(a * b)), gamma(a.size, U64) * float(np.sum(np.abs(a * b)))
+    products = a * b
+    return float(np.sum(products)), (gamma(a.size, U64) * float(np.sum(np.abs(products)))
+                                     + _underflow(products.size))
+
+
+def _weighted(bound: np.ndarray, factor: np.ndarray) -> float:
+    """sum(bound * |factor|): what the errors ``bound`` of one factor of an inner
+    product can change it by, plus eta / 2 per term for the float64 products
+    that round it down (module doc)."""
+    terms = bound * np.abs(_f64(factor))
+    return float(np.sum(terms)) + _underflow(terms.size)
+
+
+def _underflow(n: int) -> float:
+    """n * eta / 2, what rounding n float64 products can lose in or below the
+    subnormal range (module doc), rounded up to a float64: eta / 2 itself would
+    round to 0."""
+    return math.ceil(n / 2) * ETA64
 
 
 def _bias_term(b: np.ndarray | None, g: np.ndarray) -> np.ndarray | None:
@@ -143,7 +189,7 @@ def _loss(case: ConvCase, y: np.ndarray, y_bound: np.ndarray) -> tuple[float, fl
     """L = <y, g> and its error bound, y the implementation's forward result."""
     g = _f64(case.grad_output)
     value, rounding = _dot(y, g)
-    return value, rounding + float(np.sum(y_bound * np.abs(g)))
+    return value, rounding + _weighted(y_bound, g)
 
 
 def check_adjoint(impl: Implementation, case: ConvCase, timeout: float | None = None) -> None:
@@ -162,11 +208,11 @@ def check_adjoint(impl: Implementation, case: ConvCase, timeout: float | None = 
             ("<x, grad_input(g)>", case.x, gi, bound["grad_input"]),
             ("<w, grad_weight(g)>", case.weight, gw, bound["grad_weight"])):
         value, err = _dot(arg, grad)
-        err += float(np.sum(grad_bound * np.abs(_f64(arg))))
+        err += _weighted(grad_bound, arg)
         _scalar(name, f"adjoint identity {left} = {label} fails for {case.problem.op}",
                 loss, value, loss_err + err,
                 "sum of the results' rounding bounds gamma(K)*sum|terms| weighted by the other "
-                "factor, plus float64 summation")
+                "factor, plus float64 summation and one smallest subnormal per term")
     if gb is not None:
         expected = g.sum(axis=(0,) + tuple(range(2, g.ndim)))
         _elementwise(name, "grad_bias", gb, expected, bound["grad_bias"], case,
@@ -223,7 +269,7 @@ def check_linearity(impl: Implementation, case: ConvCase, timeout: float | None 
             l_other, e_other = _loss(other, cached("y", other), cached("bounds", other)["y"])
             moved = _f64(full) - _f64(other.arrays()[field_name])  # exact: a split
             value, err = _dot(moved, grads[k])
-            err += float(np.sum(cached("bounds", case)[grad] * np.abs(moved)))
+            err += _weighted(cached("bounds", case)[grad], moved)
             _scalar(name,
                     f"the loss L = <conv(x, w, b), g> is affine in {arg}, so L({arg}) - "
                     f"L({arg}1) must equal <{arg} - {arg}1, {grad}(g)>; it does not",

@@ -15,7 +15,7 @@ from conv_impl import tutorial
 from harness.checks import oracle
 from harness.checks.closed_form import closed_forms, magnitudes
 from harness.checks.registry import REGISTRY, run_check
-from harness.problem import OPS
+from harness.problem import OPS, ConvCase, ConvProblem
 from harness.running.calling import CheckFailure
 from harness.running.capabilities import Capabilities
 from harness.running.loader import (
@@ -128,6 +128,70 @@ def test_invalid_problems_agree_on_raising():
     failure = first_failure("invalid", lenient, "conv2d", 50)
     assert failure is not None and failure.check == "invalid"
     assert "should raise" in failure.message
+
+
+# -- products in and below float64's subnormal range ---------------------------------
+
+#: a float64 value whose square is subnormal: 8.25e-162**2 = 6.8e-323, 13.8 smallest subnormals
+TINY = 8.252067293793926e-162
+ETA = float(np.finfo(np.float64).smallest_subnormal)
+
+
+def tiny_case(x: list[float], w: list[float], g: list[float], batch: int = 1) -> ConvCase:
+    """A float64 conv2d with one input and one output channel, input 1 x len(x) // batch,
+    kernel 1 x len(w), unpadded."""
+    width = len(x) // batch
+    problem = ConvProblem(op="conv2d", batch=batch, in_channels=1, out_channels=1,
+                          input_size=(1, width), kernel_size=(1, len(w)), stride=(1, 1),
+                          padding=(0, 0), dilation=(1, 1), groups=1, bias=False,
+                          dtype="float64")
+    shaped = lambda v, *shape: np.array(v, dtype=np.float64).reshape(shape)  # noqa: E731
+    return ConvCase(problem=problem, x=shaped(x, batch, 1, 1, width),
+                    weight=shaped(w, 1, 1, 1, len(w)), bias=None,
+                    grad_output=shaped(g, batch, 1, 1, -1))
+
+
+#: The thorough run's shrunk false alarm on conv_impl.einsum (also conv_impl.winograd):
+#: <conv(x, w), g> sums two products 2 * TINY**2, each rounded to a multiple of the
+#: smallest subnormal, <w, grad_weight> rounds one product 4 * TINY**2.
+UNDERFLOW = dict(x=[2.0, 2.0], w=[TINY], g=[TINY, TINY], batch=2)
+#: The linearity check's slope in w fails the same way on einsum without the allowance
+#: (2.08e-322 vs 2.03e-322, differing by one smallest subnormal, allowed 0).
+SLOPE = dict(x=[2.0, 2.0], w=[TINY, TINY], g=[TINY])
+PINNED = {"adjoint": UNDERFLOW, "linearity": SLOPE}
+
+
+def test_the_underflow_case_still_shows_the_gap():
+    """The float64 inner products of the pinned case differ by one smallest subnormal,
+    which gamma(n, u64) * sum|terms| and the weighted result bounds (both 0 here) miss."""
+    left = np.sum(np.array([2 * TINY, 2 * TINY]) * np.array([TINY, TINY]))
+    right = TINY * (4 * TINY)
+    assert abs(left - right) == ETA
+
+
+@pytest.mark.parametrize("name", ["conv_impl.einsum", "conv_impl.winograd",
+                                  "tests/harness/flushing.py:flushes_subnormals"])
+@pytest.mark.parametrize("check", ["adjoint", "linearity"])
+def test_products_that_underflow_pass_the_scalar_checks(check, name):
+    """Correct implementations, and one that flushes subnormals (FTZ and DAZ), on the
+    pinned cases: the adjoint identity (and the linearity check's slopes, formed the
+    same way) allow one smallest subnormal per product of each inner product. Before,
+    the allowed error computed to 0 and each case failed its check on einsum
+    (adjoint: 2.77e-322 vs 2.7e-322)."""
+    run_check(check, load_implementation(name), tiny_case(**PINNED[check]))
+
+
+def test_the_adjoint_still_catches_a_wrong_gradient_of_subnormal_size():
+    """known_bugs.wrong_grad_weight (a rotated kernel gradient) where every product is
+    in the subnormal range: the sides differ by 55 smallest subnormals, the allowance
+    is 4 (eta / 2 per product of each inner product and of its weighted bound, each
+    half rounded up), and the correct implementation passes the same case."""
+    case = tiny_case(x=[2.0, 0.0], w=[TINY, 3 * TINY], g=[TINY])
+    run_check("adjoint", load_implementation("conv_impl.einsum"), case)
+    buggy = load_implementation("tests/harness/known_bugs.py:wrong_grad_weight")
+    with pytest.raises(CheckFailure, match=r"<w, grad_weight\(g\)> fails") as caught:
+        REGISTRY["adjoint"].run(buggy, case, 20)
+    assert caught.value.check == "adjoint"
 
 
 NO_TORCH = textwrap.dedent("""\
