@@ -162,12 +162,15 @@ def _search(target: Target, check: str, known: Sequence[Bug]) -> tuple:
 
 
 def found_on(first: ConvProblem, drawn_from: archetypes.Archetype | None,
-             shrunk: ConvProblem, where: str | None = None) -> str | None:
+             shrunk: ConvProblem) -> str | None:
     """The report's line naming the archetype a search first failed on: the one its
     draw started from, else the one it is or neighbours (issue 22: a fast path's bug
-    is found there and shrinks away from it); None for neither. ``where``: that
-    archetype's `archetypes.origin`, where the caller has it already."""
-    where = where or archetypes.origin(first, drawn_from)
+    is found there and shrinks away from it); None for neither."""
+    return _found_on_line(archetypes.origin(first, drawn_from), first, shrunk)
+
+
+def _found_on_line(where: str | None, first: ConvProblem, shrunk: ConvProblem) -> str | None:
+    """`found_on`'s line for the archetype ``where`` (`archetypes.origin`)."""
     if where is None:
         return None
     if first == shrunk:
@@ -435,7 +438,7 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
         first, first_drawn = FIRST_FAILED.pop(_search(target, check, known),
                                               (failed_on, drawn_from))
         where = archetypes.origin(first, first_drawn)
-        origin = found_on(first, first_drawn, failed_on, where)
+        origin = _found_on_line(where, first, failed_on)
         if origin is not None:  # in the report, not in the case file (its name is a hash)
             lines = text.split("\n")
             text = "\n".join(lines[:3] + [origin] + lines[3:])

@@ -139,8 +139,8 @@ def extent_realisations(p: ConvProblem, layouts: dict[str, str], value: int, axi
     ``value``, the rest a remainder), (a 1-position input padded to ``value``), (one
     output of a 2-tap kernel dilated to span ``value``). The other axes are kept.
     None for a transposed convolution (its padding crops the output: there is no
-    padded input) or an implementation of square problems only (one axis cannot
-    change alone)."""
+    padded input) nor for an implementation of square problems only (one axis
+    cannot change alone): an empty list."""
     if p.spec.transposed or len(axes) > 1 or value < 1:
         return []
     shapes = [(value, 1, 1, 0, 1), (value, value, 1, 0, 1)]

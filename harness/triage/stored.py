@@ -15,7 +15,7 @@ again in a fresh process (harness/triage/history.py), as for any bug.
 The key also holds a digest of the implementation's source file, so an
 edited implementation is explained afresh; an implementation whose code is
 spread over several files is only keyed by the file that defines it. It
-holds a digest of the harness's own triage code too (`TRIAGE_CODE`): a
+holds a digest of the harness's own triage code too (`triage_code`): a
 harness that derives triggers differently (a new derived feature, say)
 explains again rather than show an older version's trigger.
 
@@ -37,6 +37,7 @@ is stored nor recalled.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -129,16 +130,22 @@ def source_digest(target_object: Any) -> str:
 
 #: the modules whose code decides a stored entry's trigger and explanation
 _TRIAGE_MODULES = ("explain.py", "features.py", "catalog.py", "causes.py", "evidence.py")
-TRIAGE_CODE: str = hashlib.sha256(b"".join(
-    (Path(__file__).resolve().parent / name).read_bytes() for name in _TRIAGE_MODULES)
-).hexdigest()[:8]
+
+
+@functools.cache
+def triage_code() -> str:
+    """A digest of `_TRIAGE_MODULES`' source (read once, when a bug is first stored or
+    recalled, not at every worker's start)."""
+    return hashlib.sha256(b"".join(
+        (Path(__file__).resolve().parent / name).read_bytes() for name in _TRIAGE_MODULES)
+    ).hexdigest()[:8]
 
 
 def triage_key(test_key: bytes, target_object: Any) -> bytes:
     """Where a test's explained bugs are stored: its database key, ``:triage:``, the
     implementation's source digest and the harness's triage code's."""
     return (test_key + b":triage:" + source_digest(target_object).encode() + b":"
-            + TRIAGE_CODE.encode())
+            + triage_code().encode())
 
 
 def _minimal(failure: str, function: str | None, op: str, params: dict[str, Any],
