@@ -51,6 +51,7 @@ from hypothesis import settings
 from hypothesis.database import (DirectoryBasedExampleDatabase, ExampleDatabase,
                                  MultiplexedDatabase, ReadOnlyDatabase)
 
+from harness.state import STATE
 from harness.triage import stored
 
 ENV = "CONV_DB"
@@ -189,14 +190,12 @@ class KnownFailures:
     def __init__(self) -> None:
         self.entries: list[dict[str, Any]] = []
 
-    def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        stored.take_recalled()  # nothing left over from an earlier test of this process
-
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield
         if call.when == "call":
-            recalled = stored.take_recalled()
+            state = item.stash.get(STATE, None)
+            recalled = state.recalled if state is not None else []
             callspec = getattr(item, "callspec", None)
             target = callspec.params.get("target") if callspec else None
             spec = getattr(getattr(target, "impl", None), "spec", None)

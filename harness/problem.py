@@ -70,6 +70,10 @@ class ConvProblem:
     bias: bool
     dtype: str
     output_padding: tuple[int, ...] = ()
+    #: the archetype (strategies/archetypes.py) the draw of this problem started from,
+    #: None for the ordinary draw or a problem not drawn: where a report says a failure
+    #: was found; not a parameter (no part of equality, `params` or the descriptor)
+    drawn_from: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.output_padding:
@@ -119,16 +123,14 @@ class ConvProblem:
 
     def params(self) -> dict[str, Any]:
         """The contract's ``params`` object (JSON-ready)."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        del out["op"]
+        out = {name: getattr(self, name) for name in PARAMETERS}
         if not self.spec.transposed:
             del out["output_padding"]
         return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
     @classmethod
     def from_params(cls, op: str, params: dict[str, Any]) -> "ConvProblem":
-        names = {f.name for f in dataclasses.fields(cls)} - {"op"}
-        unknown = set(params) - names
+        unknown = set(params) - set(PARAMETERS)
         if unknown:
             raise ValueError(f"unknown parameter(s) {sorted(unknown)}")
         values = {k: tuple(v) if isinstance(v, list) else v for k, v in params.items()}
@@ -164,6 +166,11 @@ class ConvProblem:
 
     def grad_bias_terms(self) -> int:
         return self.batch * math.prod(self.output_size)
+
+
+#: the names of a problem's parameters (the contract's ``params``), in order
+PARAMETERS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ConvProblem)
+                                    if f.name not in ("op", "drawn_from"))
 
 
 def make_layout(values: np.ndarray, layout: str) -> np.ndarray:

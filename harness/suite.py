@@ -14,7 +14,6 @@ import functools
 import math
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -32,10 +31,12 @@ from harness.reporting.script import render_script
 from harness.running.calling import CheckFailure
 from harness.running.capabilities import Capabilities
 from harness.running.target import Target
+from harness.state import Budget, Found, SizeChoice, TestState
+from harness.state import current as current_state
 from harness.triage import causes
 from harness.triage.catalog import Bug
 from harness.triage.history import CALLS
-from strategies import archetypes, conv_cases, problems
+from strategies import archetypes, conv_cases
 from strategies.problems import Bounds
 
 VALUE_CHECKS: tuple[str, ...] = ("forward", "grad_input", "grad_weight", "grad_bias")
@@ -126,38 +127,8 @@ def save_failure(target: Target, failure: CheckFailure, ran: str, text: str,
         return None
 
 
-@dataclass
-class Found:
-    """A final (shrunk) failure of one search: the failing call, its report, its files."""
-
-    target: Target
-    check: str
-    failure: CheckFailure
-    drawn: ConvCase
-    text: str
-    case_file: Path | None
-    #: the run's record of calls when it failed (harness/triage/history.py)
-    calls: list = dataclasses.field(default_factory=list)
-    #: the archetype its search first failed on (`archetypes.origin`), "" for none
-    found_on: str = ""
-
-
-#: the final failures of this process's searches, in order; harness/triage/search.py
-#: takes them after each search
-FOUND: list[Found] = []
-#: failures of this test that a cause known run-wide covers, by cause id: the first
-#: one's finding (harness/triage/causes.py) and how many examples showed it
-SIGHTINGS: dict[str, list] = {}
-#: the last failing example of this process (shrunk or not): what is left to
-#: report when Hypothesis's final replay of a failure passes (history dependence)
-LAST_FAILING: list[Found] = []
-#: the problem each search (`_search`) first failed on, before shrinking, and the
-#: archetype its draw started from: the final failure's report says which (`found_on`)
-FIRST_FAILED: dict[tuple, tuple[ConvProblem, archetypes.Archetype | None]] = {}
-
-
-def _search(target: Target, check: str, known: Sequence[Bug]) -> tuple:
-    """One search of this process: the test's first, or a follow-up with these bugs known."""
+def search_key(target: Target, check: str, known: Sequence[Bug]) -> tuple:
+    """One search of a test: its first, or a follow-up with these bugs known."""
     return target.impl.spec, target.op, check, tuple(bug.cause for bug in known)
 
 
@@ -179,40 +150,23 @@ def _found_on_line(where: str | None, first: ConvProblem, shrunk: ConvProblem) -
             f"example; shrunk to the problem above)")
 
 
-class Budget:
-    """The time left for the current test (``--conv-budget``), None: no limit, and the
-    sizes the budget chose for it (`Budget.bounds`)."""
+def budget_bounds(budget: Budget, target: Target, check: str,
+                  caps: Capabilities) -> Bounds | None:
+    """The bounds a test draws from: None (the strategies' own) without a budget.
 
-    deadline: float | None = None
-    #: the sizes chosen for the current test: unset until its first example
-    chosen: "SizeChoice | None" = None
-
-    @classmethod
-    def start(cls, seconds: float | None) -> None:
-        cls.deadline = None if not seconds else time.monotonic() + seconds
-        cls.chosen = None
-
-    @classmethod
-    def spent(cls) -> bool:
-        return cls.deadline is not None and time.monotonic() > cls.deadline
-
-    @classmethod
-    def bounds(cls, target: Target, check: str, caps: Capabilities) -> Bounds | None:
-        """The bounds this test draws from: None (the strategies' own) without a budget.
-
-        Under ``--conv-budget`` the first example of a test first measures what
-        an example of this check costs the implementation (`choose_sizes`) and
-        picks the sizes once; the choice then holds for the whole test, its
-        shrinking, its final replay and its follow-up searches, so that
-        Hypothesis replays every example the same way.
-        """
-        if cls.deadline is None:
-            return None
-        if cls.chosen is None:
-            cls.chosen = choose_sizes(target, check, caps, cls.deadline - time.monotonic())
-            if cls.chosen.note:
-                coverage.note(cls.chosen.note)
-        return cls.chosen.bounds
+    Under ``--conv-budget`` the first example of a test first measures what
+    an example of this check costs the implementation (`choose_sizes`) and
+    picks the sizes once; the choice then holds for the whole test, its
+    shrinking, its final replay and its follow-up searches, so that
+    Hypothesis replays every example the same way.
+    """
+    if budget.deadline is None:
+        return None
+    if budget.chosen is None:
+        budget.chosen = choose_sizes(target, check, caps, budget.left())
+        if budget.chosen.note:
+            coverage.note(budget.chosen.note)
+    return budget.chosen.bounds
 
 
 #: Examples a budget should leave room for; below that, sizes are cut where that helps.
@@ -223,14 +177,6 @@ LARGE_SHARE = 0.2
 #: implementation whose cost is per call (compiling every new shape) gains
 #: nothing from smaller problems and keeps every size.
 COSTLIER = 2.0
-
-
-@dataclass(frozen=True)
-class SizeChoice:
-    """What ``--conv-budget`` chose for one test, and the costs it chose from."""
-
-    bounds: Bounds | None  # None: the strategies' defaults
-    note: str = ""
 
 
 def _sample_case(op: str, caps: Capabilities, batch: int, channels: int, kernel: int,
@@ -340,7 +286,7 @@ def case_strategy(check: str, op: str, caps: Capabilities,
                   bounds: Bounds | None = None) -> st.SearchStrategy[ConvCase]:
     """The cases ``check`` draws for ``op``: one strategy object per test, not per
     example (a new one would be validated and labelled again each time).
-    ``bounds`` (what ``--conv-budget`` chose, `Budget.bounds`) applies to the
+    ``bounds`` (what ``--conv-budget`` chose, `budget_bounds`) applies to the
     checks that draw ordinary cases; those with cases of their own keep theirs."""
     custom = REGISTRY[check].cases
     return custom(op, caps) if custom else conv_cases(op, capabilities=caps, bounds=bounds)
@@ -369,13 +315,14 @@ def _report_events(target: Target) -> None:
         event(label)
 
 
-def _sighted(target: Target, check: str, failure: CheckFailure, drawn: ConvCase) -> bool:
+def _sighted(state: TestState, target: Target, check: str, failure: CheckFailure,
+             drawn: ConvCase) -> bool:
     """Whether a cause known run-wide (found by another search, maybe another worker)
     covers ``failure``: then it is a sighting of that cause, not a failure to shrink."""
     case = failure.case if failure.case is not None else drawn
     for record in causes.BOOK.known(target.impl.spec):
         if causes.covers(record, failure, case, target.impl, target.timeout):
-            seen = SIGHTINGS.setdefault(record.cause, [None, 0])
+            seen = state.sightings.setdefault(record.cause, [None, 0])
             if seen[0] is None or _smaller(case, seen[0]):
                 seen[0] = causes.sighting(record, check, failure, case)
             seen[1] += 1
@@ -395,7 +342,8 @@ def check_capabilities(target: Target, check: str) -> Capabilities:
     return target.impl.capabilities_for(REGISTRY[check].calls(target.op))
 
 
-def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = ()) -> None:
+def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = (),
+        state: TestState | None = None) -> None:
     """Draw a case for ``target`` and run ``check`` on it.
 
     In a follow-up search (harness/triage) problems in a ``known`` bug's
@@ -403,12 +351,15 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
     that a known bug covers (same kind of failure, trigger matched; for a bug
     that needs nothing, every problem) do not count. Only the final (shrunk)
     example writes its case file and script: Hypothesis replays it once more
-    after shrinking, with ``is_final`` set.
+    after shrinking, with ``is_final`` set. What it leaves for the triage goes
+    to ``state``, the running test's (`harness.state.current`) unless given.
     """
     __tracebackhide__ = True  # the report says it all; this frame is noise
+    state = state if state is not None else current_state()
     caps = check_capabilities(target, check)
-    strategy = case_strategy(check, target.op, caps, Budget.bounds(target, check, caps))
-    if Budget.spent() and not current_build_context().is_final:
+    strategy = case_strategy(check, target.op, caps,
+                             budget_bounds(state.budget, target, check, caps))
+    if state.budget.spent() and not current_build_context().is_final:
         # Out of time: the case is still drawn (Hypothesis requires the same
         # choices to draw the same way) but not run nor counted, so the rest of
         # the search costs only drawing; a shrink in progress keeps the
@@ -416,33 +367,34 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
         with coverage.paused():
             data.draw(strategy, label="case")
         return
-    problems.DRAWN_FROM.clear()
     case = data.draw(strategy, label="case")
-    drawn_from = problems.DRAWN_FROM[0] if problems.DRAWN_FROM else None
+    drawn_from = case.problem.drawn_from
     _reach(case)
     if any(bug.conditions and bug.region_holds(case) for bug in known):
         reject()  # a follow-up search: that bug's trigger is excluded
+    state.budget.examples += 1
     failures = examine(check, target.impl, case, target.timeout)
     _report_events(target)
     fresh = [f for f in failures if not any(bug.covers(f) for bug in known)]
-    fresh = [f for f in fresh if not _sighted(target, check, f, case)]
+    fresh = [f for f in fresh if not _sighted(state, target, check, f, case)]
     if not fresh:
         return
     failure = fresh[0]
     text = failure_text(target.impl.spec, case, failure, check)
-    LAST_FAILING[:] = [Found(target, check, failure, case, text, None, CALLS.snapshot())]
+    state.last_failing = Found(target, check, failure, case, text, None, CALLS.snapshot())
     failed_on = (failure.case if failure.case is not None else case).problem
     if current_build_context().is_final:
         path = save_failure(target, failure, check, text, case)
         CALLS.keep(path)  # the calls that led to it, before triage makes its own
-        first, first_drawn = FIRST_FAILED.pop(_search(target, check, known),
-                                              (failed_on, drawn_from))
+        first, first_drawn = state.first_failed.pop(search_key(target, check, known),
+                                                    (failed_on, drawn_from))
         where = archetypes.origin(first, first_drawn)
         origin = _found_on_line(where, first, failed_on)
         if origin is not None:  # in the report, not in the case file (its name is a hash)
             lines = text.split("\n")
             text = "\n".join(lines[:3] + [origin] + lines[3:])
-        FOUND.append(Found(target, check, failure, case, text, path, found_on=where or ""))
+        state.found.append(Found(target, check, failure, case, text, path,
+                                 found_on=where or ""))
     else:
-        FIRST_FAILED.setdefault(_search(target, check, known), (failed_on, drawn_from))
+        state.first_failed.setdefault(search_key(target, check, known), (failed_on, drawn_from))
     raise CheckFailure(failure.check, text) from None

@@ -500,13 +500,6 @@ NEIGHBOUR_ODDS = 24
 KEEP_ODDS = 255
 STEPS = 255
 
-#: The archetype the last problem drawn in this process started from (None: the
-#: ordinary draw), for a report to say where a failure was found
-#: (harness/suite.py); whoever reads it empties it before a draw, since a given
-#: problem (``--conv-problem``) draws none.
-DRAWN_FROM: list[Archetype | None] = []
-
-
 @functools.lru_cache(maxsize=None)
 def _eligible(op: str, caps: Capabilities, b: Bounds) -> tuple[Archetype, ...]:
     """The archetypes of ``op`` that these capabilities and bounds can draw: a
@@ -603,7 +596,6 @@ def _problems(draw, op: str, caps: Capabilities, b: Bounds) -> ConvProblem:
     allowed = tuple(caps.dtypes)  # narrowed by each feature drawn; never empty
     large = b.large is not None and draw(_ints(0, ODDS)) == ODDS
     arch, off = _draw_archetype(draw, op, caps, b)
-    DRAWN_FROM[:] = [arch]
     only_float16 = allowed == ("float16",)
     sizes = _Sizes(draw, b, large,
                    FLOAT16_MAX_TERMS if only_float16 else (b.large.max_terms if large else 0))
@@ -675,7 +667,9 @@ def _problems(draw, op: str, caps: Capabilities, b: Bounds) -> ConvProblem:
     if not only_float16 and _max_terms(problem) > FLOAT16_MAX_TERMS:
         allowed = tuple(d for d in allowed if d != "float16") or allowed
     dtype = draw(_sampled(allowed))
-    return dataclasses.replace(problem, dtype=dtype)
+    # the archetype travels with the problem, for a report to say where a failure was
+    # found (harness/suite.py)
+    return dataclasses.replace(problem, dtype=dtype, drawn_from=arch)
 
 
 def _conv_sizes(draw, kernel, stride, padding, dilation, outputs, count) -> tuple[int, ...]:

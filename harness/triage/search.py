@@ -45,6 +45,7 @@ from harness.reporting.failures import script_path
 from harness.running.calling import CheckFailure
 from harness.running.loader import _is_path, split_spec
 from harness.running.target import Target
+from harness.state import STATE, Budget, Found, TestState, running
 from harness.triage import causes, evidence
 from harness.triage.catalog import Bug, part_of, signature
 from harness.triage.explain import explain, failure_probe
@@ -91,14 +92,8 @@ def _set_key(test: Any, key: bytes) -> None:
         inner._hypothesis_internal_add_digest = key
 
 
-def _take_found() -> list[suite.Found]:
-    found = list(suite.FOUND)
-    suite.FOUND.clear()
-    return found
-
-
-def follow_up(target: Target, check: str,
-              known: list[Bug]) -> tuple[list[suite.Found], str | None]:
+def follow_up(state: TestState, target: Target, check: str,
+              known: list[Bug]) -> tuple[list[Found], str | None]:
     """One more Hypothesis search of ``check`` in which the ``known`` bugs do not count:
     what it found, and, where it ended on an error without a finding (every problem
     excluded, a health check, an error of the harness), that error in one line."""
@@ -110,30 +105,33 @@ def follow_up(target: Target, check: str,
                                      HealthCheck.filter_too_much])
     @given(data=st.data())
     def search(data: st.DataObject) -> None:
-        suite.run(target, check, data, known=excluded)
+        suite.run(target, check, data, known=excluded, state=state)
 
     key = database_key(target, check, known)
-    if stored.searched_before(key, target.impl.target):
+    source = stored.searched_before(key, target.impl.target)
+    if source is not None:
+        state.skipped.append(source)
         return [], None  # an earlier run sharing the database found nothing here
     _set_key(search, key)
-    suite.FOUND.clear()
+    state.found = []
     causes.BOOK.freeze()  # what other searches found by now is excluded from this one
     try:
         search()
-    except Exception as error:  # noqa: BLE001 - a finding is in FOUND; else say what ended it
-        found = _take_found()
+    except Exception as error:  # noqa: BLE001 - a finding is in state.found; else say what ended it
+        found = state.take_found()
         if found:
             return found, None
         first = (str(error).strip().splitlines() or [""])[0]
         return [], f"{type(error).__name__}: {first}".rstrip(": ")
-    if not suite.Budget.spent():  # every example was run
+    if not state.budget.spent():  # every example was run
         stored.remember_searched(key, target.impl.target)
     return [], None
 
 
-def describe(found: suite.Found, print_script: bool = False) -> Bug:
+def describe(found: Found, state: TestState, print_script: bool = False) -> Bug:
     """Make a shrunk failure a `Bug`: a sighting of a cause known run-wide when the
-    evidence says it is one (no explanation), else a new cause, explained and published."""
+    evidence says it is one (no explanation), else a new cause, explained and published.
+    A bug rebuilt from stored triage is kept in ``state.recalled``."""
     target, failure = found.target, found.failure
     case = failure.case if failure.case is not None else found.drawn
     case_file = None
@@ -154,10 +152,11 @@ def describe(found: suite.Found, print_script: bool = False) -> Bug:
                              found.check)
     note = ""
     if recalled is not None:  # explained by an earlier run sharing the database
-        old, explanation = recalled
+        old, explanation, raw, source = recalled
+        state.recalled.append((raw, source))
         bug.trigger, bug.conditions = old.trigger, list(old.conditions)
         bug.explanation = list(old.explanation)
-        note = "\n" + stored.note(stored.last_source())
+        note = "\n" + stored.note(source)
     else:
         caps = (target.impl.capabilities_for((failure.function,)) if failure.function
                 else suite.check_capabilities(target, found.check))
@@ -177,7 +176,8 @@ def describe(found: suite.Found, print_script: bool = False) -> Bug:
     return bug
 
 
-def describe_and_verify(found: suite.Found, print_script: bool = False) -> Bug:
+def describe_and_verify(found: Found, state: TestState,
+                        print_script: bool = False) -> Bug:
     """`describe` a shrunk failure and, when it is a new cause, run its saved script
     alone in a fresh process (harness/triage/history.py's `verify_alone`: a script
     that passes there makes it a ``history`` bug). A sighting with a case file
@@ -186,7 +186,7 @@ def describe_and_verify(found: suite.Found, print_script: bool = False) -> Bug:
     (harness/triage/catalog.py's `merge`) only once its script reproduces it.
     The one step from a failure to a bug, for searches (`triage`) and regression
     replays (harness/replay.py) alike."""
-    bug = describe(found, print_script)
+    bug = describe(found, state, print_script)
     if not bug.sighting:
         verify_alone(found.target, [bug])
     elif bug.case_file is not None:
@@ -203,7 +203,7 @@ def attribute(target: Target, bug: Bug, failure, case) -> Bug | None:
     return None
 
 
-def _as_sighting(found: suite.Found, bug: Bug, known: Bug) -> Bug:
+def _as_sighting(found: Found, bug: Bug, known: Bug) -> Bug:
     bug.cause, bug.sighting = known.cause, True
     bug.conditions, bug.trigger = list(known.conditions), known.trigger
     why = _why(bug, known)
@@ -227,17 +227,7 @@ def _why(bug: Bug, known: Bug) -> str:
     return "inside its trigger region"
 
 
-def sightings_of_test() -> list[Bug]:
-    """The run-wide causes this test's searches met (harness/suite.py's SIGHTINGS)."""
-    out = []
-    for bug, count in suite.SIGHTINGS.values():
-        bug.report = f"{count} example{'s' if count != 1 else ''}"
-        out.append(bug)
-    suite.SIGHTINGS.clear()
-    return out
-
-
-def _bug_text(found: suite.Found, trigger: str, explanation, print_script: bool = False) -> str:
+def _bug_text(found: Found, trigger: str, explanation, print_script: bool = False) -> str:
     lines = [found.text, f"trigger:   {trigger}"]
     if explanation.rows:
         lines.append("explanation: single changes to this problem, with fresh data "
@@ -254,8 +244,8 @@ def _bug_text(found: suite.Found, trigger: str, explanation, print_script: bool 
     return "\n".join(lines)
 
 
-def triage(target: Target, check: str, first: list[suite.Found], max_bugs: int,
-           print_script: bool = False) -> tuple[list[Bug], str]:
+def triage(state: TestState, target: Target, check: str, first: list[Found],
+           max_bugs: int, print_script: bool = False) -> tuple[list[Bug], str]:
     """The bugs of one check: the first found, then follow-up searches; and why it stopped.
 
     Each finding is described and, a new cause, verified alone as it comes
@@ -265,16 +255,16 @@ def triage(target: Target, check: str, first: list[suite.Found], max_bugs: int,
     cause would (`_excludes`), so that a further search spends its examples
     outside their region, unless evidence attributed them.
     """
-    bugs = [describe_and_verify(found, print_script) for found in first[:1]]
+    bugs = [describe_and_verify(found, state, print_script) for found in first[:1]]
     known = [b for b in bugs if _excludes(b)]
     stop = f"stopped at --conv-max-bugs {max_bugs}"
     for _ in range(max_bugs + 2):  # a duplicate costs a round, never an endless loop
         if sum(not b.sighting for b in bugs) >= max_bugs:
             break
-        if suite.Budget.spent():
+        if state.budget.spent():
             stop = "stopped: --conv-budget spent"
             break
-        found, ended = follow_up(target, check, known)
+        found, ended = follow_up(state, target, check, known)
         if ended is not None:
             stop = (f"a further search, with the bugs above not counted, ended without a "
                     f"verdict ({ended}): other bugs may remain")
@@ -282,9 +272,9 @@ def triage(target: Target, check: str, first: list[suite.Found], max_bugs: int,
         if not found:
             stop = ("a further search, with the bugs above not counted, found nothing else"
                     if all(_excludes(b) for b in bugs) else "no further distinct bug found")
-            stop += stored.skipped_note()
+            stop += stored.skipped_note(state.skipped[-1] if state.skipped else None)
             break
-        bug = describe_and_verify(found[0], print_script)
+        bug = describe_and_verify(found[0], state, print_script)
         if bug.sighting:
             bugs.append(bug)
             known += [bug] if _excludes(bug) else []
@@ -356,7 +346,7 @@ def _hypothesis_notes(exc: BaseException) -> list[str]:
     return [n for n in notes if "reproduce_failure" in n or "hypothesis-seed" in n]
 
 
-def _history_bug(last: suite.Found) -> Bug:
+def _history_bug(last: Found) -> Bug:
     """A failure that did not repeat: a symptom of a known deterministic cause when it
     lies in that cause's trigger region (no rebuild), else a history bug of its own."""
     failure = last.failure
@@ -407,29 +397,30 @@ class BugSearch:
         if target is None:
             return (yield)
         _set_key(item.obj, database_key(target, check))
-        suite.FOUND.clear()
-        suite.SIGHTINGS.clear()
         causes.BOOK.freeze()
-        suite.Budget.start(self.budget)
+        state = TestState(budget=Budget.starting_now(self.budget))
+        item.stash[STATE] = state
         try:
-            result = yield
+            with running(state):
+                result = yield
         except Exception as exc:
-            first = _take_found()
-            if not first and isinstance(exc, FlakyFailure) and suite.LAST_FAILING \
-                    and suite.LAST_FAILING[0].target is target:
-                bugs = [_history_bug(suite.LAST_FAILING[0])]
-                met = sightings_of_test()
+            first = state.take_found()
+            last = state.last_failing
+            if not first and isinstance(exc, FlakyFailure) and last is not None \
+                    and last.target is target:
+                bugs = [_history_bug(last)]
+                met = state.take_sightings()
                 item.stash[BUGS] = [bug.to_json() for bug in bugs + met]
                 raise BugsFound(report(target, check, bugs, "results depend on earlier calls",
                                        [], met)) from None
             if not first:
                 raise
-            bugs, stop = triage(target, check, first, self.max_bugs, self.print_scripts)
-            met = sightings_of_test()
+            bugs, stop = triage(state, target, check, first, self.max_bugs, self.print_scripts)
+            met = state.take_sightings()
             item.stash[BUGS] = [bug.to_json() for bug in bugs + met]
             raise BugsFound(report(target, check, bugs, stop, _hypothesis_notes(exc),
                                    met)) from None
-        met = sightings_of_test()
+        met = state.take_sightings()
         if met:  # every failure it met is a bug another search found: still a failure
             item.stash[BUGS] = [bug.to_json() for bug in met]
             raise BugsFound("\n".join([

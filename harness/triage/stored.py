@@ -27,8 +27,8 @@ would spend no more examples on it does not search again
 spend (``thorough`` after ``dev``) searches again.
 
 Each bug rebuilt this way is a known failure that came from the database:
-`take_recalled` hands the test's to harness/database.py, which says so at
-the end of the run, bug by bug ("replayed 3 known failures of mine.py from
+the test's state (harness/state.py) keeps what `recall` rebuilt, and
+harness/database.py says so at the end of the run, bug by bug ("replayed 3 known failures of mine.py from
 redis://...").
 
 With no example database (the ``ci`` and ``harness-test`` profiles) nothing
@@ -53,12 +53,8 @@ from harness.triage.explain import Explanation
 
 #: how a database is named in messages (harness/database.py names the shared one)
 _NAMES: dict[int, str] = {}
-#: the bugs rebuilt from stored triage since the last `take_recalled`: (bug JSON, source)
-_RECALLED: list[tuple[dict[str, Any], str]] = []
 #: what a stored entry holds besides the Bug's JSON
 _CALLS = "explanation_calls"
-#: where the follow-up searches skipped since the last `skipped_note` were recorded
-_SKIPPED: list[str] = []
 
 
 def name_database(database: ExampleDatabase, name: str) -> None:
@@ -165,11 +161,12 @@ def remember(test_key: bytes, target_object: Any, bug: Bug, explanation: Explana
 
 def recall(test_key: bytes, target_object: Any, failure: str, function: str | None, op: str,
            params: dict[str, Any], layouts: dict[str, str],
-           check: str) -> tuple[Bug, Explanation] | None:
+           check: str) -> tuple[Bug, Explanation, dict[str, Any], str] | None:
     """The stored entry of the bug with this minimal case, rebuilt, or None.
 
     The rebuilt bug is this run's finding (``check``), with the stored
     trigger, conditions and explanation; its case file is left to the caller.
+    Returned with the stored JSON and the name of the database it came from.
     """
     wanted = _minimal(failure, function, op, json.loads(json.dumps(params, default=list)),
                       layouts)
@@ -182,9 +179,8 @@ def recall(test_key: bytes, target_object: Any, failure: str, function: str | No
                                  "reproduces_alone": None})
         except (ValueError, KeyError, TypeError):
             continue  # another version's entry: not ours to read
-        _RECALLED.append((raw, name))
         return bug, Explanation(rows=tuple(bug.explanation), trigger=tuple(bug.conditions),
-                                calls=int(raw.get(_CALLS, 0)))
+                                calls=int(raw.get(_CALLS, 0))), raw, name
     return None
 
 
@@ -198,23 +194,21 @@ def remember_searched(search_key: bytes, target_object: Any) -> None:
           {"max_examples": settings.default.max_examples})
 
 
-def searched_before(search_key: bytes, target_object: Any) -> bool:
-    """Whether an earlier run recorded that this search found nothing, spending at least
-    as many examples as this run would; if so, the report's `skipped_note` names where."""
+def searched_before(search_key: bytes, target_object: Any) -> str | None:
+    """Where an earlier run recorded that this search found nothing, spending at least
+    as many examples as this run would (the report's `skipped_note`); None: nowhere."""
     for entry, name in _entries(_searched_key(search_key, target_object)):
         spent = entry.get("max_examples")
         if isinstance(spent, int) and spent >= settings.default.max_examples:
-            _SKIPPED.append(name)
-            return True
-    return False
+            return name
+    return None
 
 
-def skipped_note() -> str:
-    """`` (...)`` for a triage whose last follow-up search was skipped, else ''."""
-    if not _SKIPPED:
+def skipped_note(source: str | None) -> str:
+    """`` (...)`` for a triage whose last follow-up search was skipped (recorded in
+    ``source``), else ''."""
+    if not source:
         return ""
-    source = _SKIPPED[-1]
-    _SKIPPED.clear()
     return (f" (that search was made by an earlier run of this implementation, recorded in "
             f"{source}: not made again)")
 
@@ -224,13 +218,3 @@ def note(source: str) -> str:
     return (f"known failure, replayed from {source}: explained by an earlier run (its "
             "trigger and explanation as stored there), not explained again")
 
-
-def last_source() -> str:
-    return _RECALLED[-1][1] if _RECALLED else ""
-
-
-def take_recalled() -> list[tuple[dict[str, Any], str]]:
-    """The bugs recalled since the last call, each with the database it came from."""
-    taken = list(_RECALLED)
-    _RECALLED.clear()
-    return taken

@@ -361,6 +361,7 @@ def test_a_further_search_that_ends_on_an_error_says_so(monkeypatch, tmp_path):
 
     from harness import suite
     from harness.running.target import Target
+    from harness.state import TestState
     from harness.triage import search
 
     def broken(*args, **kwargs):
@@ -373,7 +374,7 @@ def test_a_further_search_that_ends_on_an_error_says_so(monkeypatch, tmp_path):
                                          database=None, max_examples=5)
     hypothesis_settings.load_profile("follow-up-error")
     try:
-        found, ended = search.follow_up(target, "forward", [])
+        found, ended = search.follow_up(TestState(), target, "forward", [])
     finally:
         hypothesis_settings.load_profile(before)
     assert found == [] and ended == "RuntimeError: the harness broke"

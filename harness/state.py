@@ -1,0 +1,150 @@
+"""One conformance test's state, in one object passed down, not in module globals.
+
+A conformance test (implementation x operation x check) runs several
+Hypothesis searches (the first, then follow-ups that exclude the bugs found:
+harness/triage/search.py), each calling `harness.suite.run` once per example.
+What those calls leave for the triage, and what the triage reads back, is a
+`TestState`: the plugin creates one per test (`BugSearch.pytest_runtest_call`)
+and makes it current for the test with `running`; the ``@given`` bodies, which
+Hypothesis calls with the drawn data only, find it with `current`, and every
+function below them takes it as an argument.
+
+Outside a test the plugin runs (a regression replay, a HypoFuzz worker, a
+unit test calling the search directly) `current` gives a state of its own
+for the calling context, so nothing is shared by accident between two tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from harness.problem import ConvCase, ConvProblem
+from harness.running.calling import CheckFailure
+from harness.running.target import Target
+from harness.triage.catalog import Bug
+from strategies.problems import Bounds
+
+
+@dataclass
+class Found:
+    """A final (shrunk) failure of one search: the failing call, its report, its files."""
+
+    target: Target
+    check: str
+    failure: CheckFailure
+    drawn: ConvCase
+    text: str
+    case_file: Path | None
+    #: the run's record of calls when it failed (harness/triage/history.py)
+    calls: list = field(default_factory=list)
+    #: the archetype its search first failed on (`archetypes.origin`), "" for none
+    found_on: str = ""
+
+
+@dataclass(frozen=True)
+class SizeChoice:
+    """What ``--conv-budget`` chose for one test, and the costs it chose from."""
+
+    bounds: Bounds | None  # None: the strategies' defaults
+    note: str = ""
+
+
+
+@dataclass
+class Budget:
+    """The time left for one test (``--conv-budget``), and what it chose for the test.
+
+    ``deadline`` is None without a budget. Once it has passed, further examples
+    are drawn but not run (harness/suite.py), except that a test always runs
+    at least one: a verdict with no example behind it says nothing.
+    """
+
+    seconds: float | None = None
+    deadline: float | None = None
+    #: the sizes chosen for this test (harness/suite.py's `choose_sizes`): unset until
+    #: its first example
+    chosen: SizeChoice | None = None
+    #: examples run so far (drawn and checked, not only drawn)
+    examples: int = 0
+
+    @classmethod
+    def starting_now(cls, seconds: float | None) -> "Budget":
+        return cls(seconds, None if not seconds else time.monotonic() + seconds)
+
+    def spent(self) -> bool:
+        """Whether the time is over and the test has run an example."""
+        return (self.deadline is not None and self.examples > 0
+                and time.monotonic() > self.deadline)
+
+    def left(self) -> float:
+        return 0.0 if self.deadline is None else self.deadline - time.monotonic()
+
+
+@dataclass
+class TestState:
+    """What one conformance test's searches found and used, from its start to its report."""
+
+    __test__ = False  # a name pytest would otherwise try to collect as a test class
+
+    budget: Budget = field(default_factory=Budget)
+    #: the final (shrunk) failures of the current search, in order (`take_found`)
+    found: list[Found] = field(default_factory=list)
+    #: failures that a cause known run-wide covers, by cause id: [its first finding, how
+    #: many examples showed it]
+    sightings: dict[str, list] = field(default_factory=dict)
+    #: the last failing example (shrunk or not): what is left to report when
+    #: Hypothesis's final replay of a failure passes (history dependence)
+    last_failing: Found | None = None
+    #: the problem each search first failed on, before shrinking, and the archetype its
+    #: draw started from, by search (`harness.suite.search_key`)
+    first_failed: dict[tuple, tuple[ConvProblem, Any]] = field(default_factory=dict)
+    #: bugs rebuilt from stored triage (harness/triage/stored.py): (bug JSON, source)
+    recalled: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    #: where the follow-up searches skipped as searched before were recorded
+    skipped: list[str] = field(default_factory=list)
+
+    def take_found(self) -> list[Found]:
+        found, self.found = self.found, []
+        return found
+
+    def take_sightings(self) -> list[Bug]:
+        """The run-wide causes this test met, each with its count as its report."""
+        out = []
+        for bug, count in self.sightings.values():
+            bug.report = f"{count} example{'s' if count != 1 else ''}"
+            out.append(bug)
+        self.sightings = {}
+        return out
+
+
+#: where a test's item keeps its state, for the plugins that report on it
+STATE = pytest.StashKey[TestState]()
+
+_CURRENT: ContextVar[TestState] = ContextVar("conv_harness_test_state")
+
+
+def current() -> TestState:
+    """The running test's state; outside one, a state of the calling context's own."""
+    try:
+        return _CURRENT.get()
+    except LookupError:
+        state = TestState()
+        _CURRENT.set(state)
+        return state
+
+
+@contextlib.contextmanager
+def running(state: TestState) -> Iterator[TestState]:
+    """Make ``state`` the current test's for the duration of the block."""
+    token = _CURRENT.set(state)
+    try:
+        yield state
+    finally:
+        _CURRENT.reset(token)

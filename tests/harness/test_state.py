@@ -1,0 +1,104 @@
+"""One conformance test's state (harness/state.py): explicit, per test, never shared.
+
+The searches are called here in process, with a state of their own, as the
+plugin calls them for each test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+from hypothesis import settings
+
+from harness import suite
+from harness.running.loader import load_implementation
+from harness.running.target import Target
+from harness.state import Budget, TestState, current, running
+from harness.triage import search
+from tests.harness.conftest import QUIET
+
+
+def test_a_spent_budget_still_runs_one_example():
+    """A budget spent before the first example (start-up took it all) still gives the
+    test one example: a verdict with none behind it says nothing."""
+    budget = Budget.starting_now(1e-9)
+    time.sleep(0.001)
+    assert not budget.spent()
+    budget.examples = 1
+    assert budget.spent()
+    assert not Budget.starting_now(None).spent()
+
+
+def test_each_test_has_its_own_state_and_outside_a_test_the_context_has_one():
+    outside = current()
+    assert current() is outside
+    first, second = TestState(), TestState()
+    with running(first):
+        assert current() is first
+        with running(second):
+            assert current() is second
+        assert current() is first
+    assert current() is outside
+
+
+def _target(spec: str, op: str, tmp_path) -> Target:
+    return Target(load_implementation(spec), op, None, tmp_path)
+
+
+@contextlib.contextmanager
+def _profile(**changes):
+    """Hypothesis's default settings changed for the block (the searches read them)."""
+    before = settings._current_profile
+    settings.register_profile("test-state", settings.default, **{**QUIET, **changes})
+    settings.load_profile("test-state")
+    try:
+        yield
+    finally:
+        settings.load_profile(before)
+
+
+def test_a_search_in_process_leaves_its_finding_in_its_state_only(tmp_path):
+    """The tutorial's grad_input bug, found by one search called directly: the finding
+    is in the state passed to it, nowhere else; a second state starts empty."""
+    target = _target("conv_impl.tutorial", "conv2d", tmp_path)
+    state, other = TestState(), TestState()
+    with _profile(max_examples=60, derandomize=True):
+        found, ended = search.follow_up(state, target, "grad_input", [])
+    assert ended is None and len(found) == 1
+    assert found[0].failure.check == "grad_input" and found[0].case_file is not None
+    assert state.found == [] and state.budget.examples > 0
+    assert other.found == [] and other.budget.examples == 0 and other.last_failing is None
+
+
+def test_a_test_with_its_budget_spent_before_it_starts_gets_one_example(tmp_path):
+    """--conv-budget smaller than the start-up: one example, then drawn but not run."""
+    target = _target("conv_impl.einsum", "conv2d", tmp_path)
+    state = TestState(budget=Budget.starting_now(1e-9))
+    with _profile(max_examples=20, derandomize=True):
+        found, ended = search.follow_up(state, target, "forward", [])
+    assert (found, ended) == ([], None)
+    assert state.budget.examples == 1
+
+
+def test_the_draw_carries_its_archetype(tmp_path):
+    """The archetype a problem's draw started from travels with the problem (no module
+    global), and is no parameter of it."""
+    from hypothesis import given
+
+    from strategies import conv_problems
+
+    seen = []
+
+    @settings(max_examples=200, derandomize=True, **QUIET)
+    @given(conv_problems("conv2d"))
+    def draw(problem):
+        seen.append(problem)
+
+    draw()
+    named = [p for p in seen if p.drawn_from is not None]
+    assert named and any(p.drawn_from is None for p in seen)
+    p = named[0]
+    assert "drawn_from" not in p.params()
+    assert p == type(p).from_params(p.op, p.params())
+    assert suite.found_on(p, p.drawn_from, p) is not None
