@@ -136,6 +136,15 @@ class ConvProblem:
         values = {k: tuple(v) if isinstance(v, list) else v for k, v in params.items()}
         return cls(op=op, **values)
 
+    def size_rank(self) -> tuple[int, ...]:
+        """The harness's one rule for "the smaller case" (a sighting's, an entry's): the
+        arrays' elements (batch x channels x input positions) first, then, on a tie,
+        how far the kernel, dilation, padding and stride are from trivial (a dilation-2
+        kernel of two taps is not simpler than a plain one). Smaller sorts first."""
+        volume = self.batch * self.in_channels * self.out_channels * math.prod(self.input_size)
+        return (volume, sum(self.kernel_size), sum(self.dilation), sum(self.padding),
+                sum(self.stride))
+
     def describe(self) -> str:
         """The parameters on one line, as a person would write them."""
         def axes(t: tuple[int, ...]) -> str:

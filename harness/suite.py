@@ -323,18 +323,11 @@ def _sighted(state: TestState, target: Target, check: str, failure: CheckFailure
     for record in causes.BOOK.known(target.impl.spec):
         if causes.covers(record, failure, case, target.impl, target.timeout):
             seen = state.sightings.setdefault(record.cause, [None, 0])
-            if seen[0] is None or _smaller(case, seen[0]):
+            if seen[0] is None or case.problem.size_rank() < seen[0].problem.size_rank():
                 seen[0] = causes.sighting(record, check, failure, case)
             seen[1] += 1
             return True
     return False
-
-
-def _smaller(case: ConvCase, bug: Bug) -> bool:
-    p = case.problem
-    return (math.prod(p.input_size) * p.batch * p.in_channels * p.out_channels
-            < math.prod(bug.problem.input_size) * bug.problem.batch * bug.problem.in_channels
-            * bug.problem.out_channels)
 
 
 def check_capabilities(target: Target, check: str) -> Capabilities:

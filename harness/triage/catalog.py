@@ -271,13 +271,5 @@ def _simpler(bug: Bug, entry: Bug) -> bool:
 
 
 def _size(bug: Bug) -> tuple[int, ...]:
-    """How big a bug's minimal problem is: its arrays' elements (batch x channels x
-    input positions), then, on a tie, how far its kernel, dilation, padding and stride
-    are from trivial (a dilation-2 kernel of two taps is not simpler than a plain one)."""
-    p = bug.params
-    sizes = 1
-    for n in p.get("input_size", []):
-        sizes *= n
-    volume = p.get("batch", 1) * p.get("in_channels", 1) * p.get("out_channels", 1) * sizes
-    return (volume, *(sum(p.get(name, [])) for name in
-                      ("kernel_size", "dilation", "padding", "stride")))
+    """How big a bug's minimal problem is (`ConvProblem.size_rank`)."""
+    return bug.problem.size_rank()

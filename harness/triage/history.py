@@ -93,11 +93,11 @@ class CallLog:
         if self.spec is None:
             return
         if len(self.calls) == self.calls.maxlen:
-            self.bytes -= _size(self.calls[0].case)
+            self.bytes -= _nbytes(self.calls[0].case)
         self.calls.append(Call(self.spec, function, case))
-        self.bytes += _size(case)
+        self.bytes += _nbytes(case)
         while self.bytes > MAX_BYTES and len(self.calls) > 1:
-            self.bytes -= _size(self.calls.popleft().case)
+            self.bytes -= _nbytes(self.calls.popleft().case)
 
     def snapshot(self) -> list[Call]:
         return list(self.calls)
@@ -123,7 +123,9 @@ class CallLog:
         return []
 
 
-def _size(case: ConvCase) -> int:
+def _nbytes(case: ConvCase) -> int:
+    """What a case's arrays hold in memory: the call log's measure (`MAX_BYTES`), not a
+    rule for which case is smaller (that is `ConvProblem.size_rank`)."""
     return sum(a.nbytes for a in case.arrays().values() if a is not None)
 
 

@@ -102,3 +102,20 @@ def test_the_draw_carries_its_archetype(tmp_path):
     assert "drawn_from" not in p.params()
     assert p == type(p).from_params(p.op, p.params())
     assert suite.found_on(p, p.drawn_from, p) is not None
+
+
+def test_one_rule_for_the_smaller_case():
+    """Sightings and merged entries pick their case by one rule (`ConvProblem.size_rank`):
+    fewer array elements first, then the plainer kernel, dilation, padding and stride."""
+    from harness.problem import ConvProblem
+
+    def problem(**changes):
+        base = dict(op="conv2d", batch=1, in_channels=1, out_channels=1, input_size=(3, 1),
+                    kernel_size=(2, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+                    groups=1, bias=True, dtype="float64")
+        return ConvProblem(**{**base, **changes})
+
+    plain, dilated = problem(), problem(dilation=(2, 1), input_size=(3, 1))
+    assert plain.size_rank() < dilated.size_rank()
+    assert problem(input_size=(2, 1)).size_rank() < dilated.size_rank() < problem(
+        batch=2).size_rank()
