@@ -29,6 +29,7 @@ from harness.running.loader import (
     load_implementation,
 )
 from harness.running.target import Target
+from harness.state import RUN
 
 IMPLEMENTATIONS = pytest.StashKey[list[Implementation]]()
 PATH_OPTIONS = ("--impl", "--conv-failures", "--replay", "--conv-problem")
@@ -191,9 +192,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if budget < 0:
         raise pytest.UsageError(f"--conv-budget {budget:g}: must be 0 (none) or more seconds")
     config.pluginmanager.register(Summary(impls, failures_dir(config)), "conv_harness_summary")
-    config.pluginmanager.register(BugSearch(max_bugs, config.getoption("--conv-print-scripts"),
-                                            budget or None, failures_dir(config)),
-                                  "conv_harness_bug_search")
+    bug_search = BugSearch(max_bugs, config.getoption("--conv-print-scripts"), budget or None,
+                           failures_dir(config))
+    config.stash[RUN] = bug_search.run
+    config.pluginmanager.register(bug_search, "conv_harness_bug_search")
 
 
 def _pin_problems(config: pytest.Config) -> None:

@@ -420,14 +420,15 @@ def _own_failure(item: pytest.Item, impl: Implementation, replay: ReplayCase,
     from harness import suite
     from harness.running.target import Target
     from harness.reporting.summary import REPLAYED
-    from harness.state import Found, TestState
+    from harness.state import RUN, Found, RunState, TestState
     from harness.triage.search import BUGS, describe_and_verify
 
     target = Target(impl, replay.case.problem.op, timeout, failures_dir)
     text = suite.failure_text(impl.spec, replay.case, failure, replay.ran)
     case_file = suite.save_failure(target, failure, replay.ran, text, replay.case)
     bug = describe_and_verify(Found(target, replay.ran, failure, replay.case, text,
-                                          case_file), TestState())
+                                          case_file),
+                              TestState(run=item.config.stash.get(RUN, None) or RunState()))
     item.stash[BUGS] = [bug.to_json()]
     item.stash[REPLAYED] = (impl.name, target.op, replay.ran)
     recorded = replay.record.get("impl")

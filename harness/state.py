@@ -29,6 +29,8 @@ from harness.problem import ConvCase, ConvProblem
 from harness.running.calling import CheckFailure
 from harness.running.target import Target
 from harness.triage.catalog import Bug
+from harness.triage.causes import CauseBook
+from harness.triage.history import CallLog
 from strategies.problems import Bounds
 
 
@@ -88,11 +90,26 @@ class Budget:
 
 
 @dataclass
+class RunState:
+    """What this process's share of one pytest run knows across its tests: the book of
+    the run's causes (shared with the other processes through the failures folder),
+    the record of calls made of the implementations under test (for results that
+    depend on earlier calls), and the bugs whose scripts already failed alone."""
+
+    book: CauseBook = field(default_factory=CauseBook)
+    calls: CallLog = field(default_factory=CallLog)
+    #: bugs whose script this process has seen fail alone (harness/triage/history.py)
+    verified: set[str] = field(default_factory=set)
+
+
+@dataclass
 class TestState:
     """What one conformance test's searches found and used, from its start to its report."""
 
     __test__ = False  # a name pytest would otherwise try to collect as a test class
 
+    #: the run this test belongs to
+    run: RunState = field(default_factory=RunState)
     budget: Budget = field(default_factory=Budget)
     #: the final (shrunk) failures of the current search, in order (`take_found`)
     found: list[Found] = field(default_factory=list)
@@ -126,6 +143,9 @@ class TestState:
 
 #: where a test's item keeps its state, for the plugins that report on it
 STATE = pytest.StashKey[TestState]()
+#: where the config keeps the run's state, for the tests that are not conformance tests
+#: but find bugs (regression replays)
+RUN = pytest.StashKey[RunState]()
 
 _CURRENT: ContextVar[TestState] = ContextVar("conv_harness_test_state")
 

@@ -35,7 +35,6 @@ from harness.state import Budget, Found, SizeChoice, TestState
 from harness.state import current as current_state
 from harness.triage import causes
 from harness.triage.catalog import Bug
-from harness.triage.history import CALLS
 from strategies import archetypes, conv_cases
 from strategies.problems import Bounds
 
@@ -320,7 +319,7 @@ def _sighted(state: TestState, target: Target, check: str, failure: CheckFailure
     """Whether a cause known run-wide (found by another search, maybe another worker)
     covers ``failure``: then it is a sighting of that cause, not a failure to shrink."""
     case = failure.case if failure.case is not None else drawn
-    for record in causes.BOOK.known(target.impl.spec):
+    for record in state.run.book.known(target.impl.spec):
         if causes.covers(record, failure, case, target.impl, target.timeout):
             seen = state.sightings.setdefault(record.cause, [None, 0])
             if seen[0] is None or case.problem.size_rank() < seen[0].problem.size_rank():
@@ -374,11 +373,12 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
         return
     failure = fresh[0]
     text = failure_text(target.impl.spec, case, failure, check)
-    state.last_failing = Found(target, check, failure, case, text, None, CALLS.snapshot())
+    state.last_failing = Found(target, check, failure, case, text, None,
+                               state.run.calls.snapshot())
     failed_on = (failure.case if failure.case is not None else case).problem
     if current_build_context().is_final:
         path = save_failure(target, failure, check, text, case)
-        CALLS.keep(path)  # the calls that led to it, before triage makes its own
+        state.run.calls.keep(path)  # the calls that led to it, before triage makes its own
         first, first_drawn = state.first_failed.pop(search_key(target, check, known),
                                                     (failed_on, drawn_from))
         where = archetypes.origin(first, first_drawn)

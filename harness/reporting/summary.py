@@ -143,13 +143,7 @@ class Summary:
         for impl in self.implementations:
             record = self.records.get(impl.name, ImplementationRecord())
             failed = any(o == "failed" for o in record.outcomes.values())
-            bugs = []
-            for bug in self.distinct_bugs(impl):
-                entry = bug.to_json()
-                entry["explanation"] = {"minimal": bug.params, "changes": entry["explanation"]}
-                for internal in ("report", "sighting"):
-                    del entry[internal]
-                bugs.append(entry)
+            bugs = [bug_entry(bug) for bug in self.distinct_bugs(impl)]
             notes = coverage.split(record.tally)[1]
             out.append({"impl": impl.spec, "verdict": "failed" if failed else (
                 "passed" if record.outcomes else "nothing ran"),
@@ -238,6 +232,15 @@ class Summary:
                          f"first: {first}")
         lines += not_run_lines(impl, record)
         return lines
+
+
+def bug_entry(bug: Bug) -> dict[str, Any]:
+    """One distinct bug as summary.json lists it (contract section 4)."""
+    entry = bug.to_json()
+    entry["explanation"] = {"minimal": bug.params, "changes": entry["explanation"]}
+    for internal in ("report", "sighting"):
+        del entry[internal]
+    return entry
 
 
 def warnings_of(impl: Implementation, record: ImplementationRecord) -> tuple[int, str | None]:

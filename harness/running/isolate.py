@@ -57,6 +57,7 @@ import pytest
 
 from harness.running import calling
 from harness.running.calling import CheckFailure
+from harness.state import current as current_state
 
 INFLIGHT_KEY = "conv_harness_fatal_dir"  # xdist workerinput: where workers log fatal errors
 
@@ -554,9 +555,7 @@ def _is_xdist_controller(config: pytest.Config) -> bool:
 def _observe(case: Any, function: str) -> Callable[[], None] | None:
     """Before each call: the run's record of calls (for history-dependent bugs,
     harness/triage/history.py), then the crash record, if any."""
-    from harness.triage.history import CALLS
-
-    CALLS(case, function)
+    current_state().run.calls(case, function)
     return _recorder(case, function) if _recorder is not None else None
 
 
@@ -605,20 +604,16 @@ def pytest_configure_node(node: Any) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    from harness.triage.history import CALLS
-
     target = getattr(getattr(item, "callspec", None), "params", {}).get("target")
     if target is None or not hasattr(target, "impl"):
         return (yield)
     marker = item.get_closest_marker("conv_check")
-    CALLS.spec = target.impl.spec
     if _recorder is not None:
         _recorder.current = (target.impl.spec, target.impl.name,
                              marker.args[0] if marker else item.name)
     try:
         return (yield)
     finally:
-        CALLS.spec = None
         if _recorder is not None:
             _recorder.current = None
 

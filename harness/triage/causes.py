@@ -154,10 +154,6 @@ def _quietly(measure) -> Any:
         return False
 
 
-#: this process's book of the run's causes
-BOOK = CauseBook()
-
-
 def sighting(record: Bug, found_check: str, failure: CheckFailure, case: ConvCase) -> Bug:
     """A finding attributed to ``record``'s cause: listed under its entry, not explained."""
     return Bug(check=found_check, failure=failure.check, function=failure.function,

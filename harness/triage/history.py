@@ -15,8 +15,8 @@ candidates, shortest first:
 * a call on the same problem with other values first (a cache keyed by
   shape, keeping the first call's weights);
 * the calls the run itself made before the failing one, from its own record
-  (`CALLS`, the last `MAX_CALLS` calls of this process): the shortest tail of
-  them that shows it (the last 1, 2, 4, ... calls): a state built up over
+  (a `CallLog` in the run's state, the last `MAX_CALLS` calls of this
+  process): the shortest tail of them that shows it (the last 1, 2, 4, ... calls): a state built up over
   several calls (a buffer pool, a counter), or left by particular values.
 
 The harness's own record of the calls is enough to rebuild the sequence,
@@ -56,7 +56,7 @@ NOT_SHRUNK = ("not shrunk: a failure that depends on earlier calls does not repe
               "Hypothesis cannot shrink it; this is the last failing example")
 NOT_REBUILT = ("its script passes alone in a fresh process, and no sequence of earlier calls "
                "rebuilt shows it there: the run saw it, its script does not reproduce it")
-#: calls of the implementations under test this process keeps (`CALLS`): a state
+#: calls of the implementations under test this process keeps (`CallLog`): a state
 #: may have been built while Hypothesis shrank, long before the final failing call
 MAX_CALLS = 128
 #: and at most this many bytes of their arrays (large cases are a megabyte or so)
@@ -139,7 +139,6 @@ def _same_case(a: ConvCase, b: ConvCase) -> bool:
 
 
 #: this process's record of calls (see `CallLog`)
-CALLS = CallLog()
 #: failures whose script cannot be run alone to a verdict (it would hang or crash)
 _NOT_VERIFIED = frozenset({"timeout", "crashed", HISTORY})
 SCRIPT_SECONDS = 120.0
@@ -167,31 +166,28 @@ def _fails(ran: tuple[int | None, str], kind: str = "") -> bool | None:
     return False if code == 0 else None
 
 
-#: bugs whose script this process has seen fail alone, by what makes them one bug
-#: (several checks find the same one: a script costs a fresh process, about 2 s)
-_VERIFIED: set[str] = set()
-
-
 def _identity(target: Target, bug: Bug) -> str:
     return json.dumps([target.impl.spec, bug.failure, bug.function, bug.op,
                        [c.to_json() for c in bug.conditions]], sort_keys=True)
 
 
-def verify_alone(target: Target, bugs: list[Bug], rebuild_history: bool = True) -> None:
+def verify_alone(target: Target, bugs: list[Bug], calls: CallLog, verified: set[str],
+                 rebuild_history: bool = True) -> None:
     """Run each bug's saved script in a fresh process: it must reproduce the failure.
 
     A bug whose script passes there becomes a ``history`` bug, with a sequence
     of calls rebuilt for it where one of the candidates shows it (without
     ``rebuild_history``, for a sighting of a known cause: only ``alone`` False).
-    A bug this process has already verified (found again by another check) is
-    not run again.
+    A bug this process has already verified (in ``verified``, by what makes it
+    one bug: several checks find the same one, and a script costs a fresh process,
+    about 2 s) is not run again. ``calls`` is the run's record of calls.
     """
     if not oracle.torch_available():  # the scripts need torch
         return
     runs = []
     for bug in bugs:
         script = None if bug.case_file is None else script_path(target.failures_dir / bug.case_file)
-        if _identity(target, bug) in _VERIFIED:
+        if _identity(target, bug) in verified:
             bug.alone = True
             bug.report += ("\nverified: the same bug's script, found by another check, "
                            "failed alone in a fresh process (exit 1)")
@@ -205,20 +201,20 @@ def verify_alone(target: Target, bugs: list[Bug], rebuild_history: bool = True) 
         verdict = _fails(proc, bug.failure)
         if verdict:
             bug.alone = True
-            _VERIFIED.add(_identity(target, bug))
+            verified.add(_identity(target, bug))
             bug.report += "\nverified: its script, run alone in a fresh process, fails (exit 1)"
         elif verdict is False and rebuild_history:
-            _history(target, bug)
+            _history(target, bug, calls)
         elif verdict is False:
             bug.alone = False
 
 
-def _history(target: Target, bug: Bug) -> None:
+def _history(target: Target, bug: Bug, calls: CallLog) -> None:
     bug.alone = False
     head = (f"RESULTS DEPEND ON EARLIER CALLS: this {bug.failure} failure does not show when "
             "the same call is made alone in a fresh process (its first script passes); in "
             "the run, identical inputs gave a wrong result after other calls")
-    rebuilt = rebuild(target, bug)
+    rebuilt = rebuild(target, bug, calls)
     if rebuilt is None:
         head += ("\nno sequence rebuilt: neither the same call twice, nor a call on the same "
                  "problem with other values, nor the calls the run made before it (its own "
@@ -268,15 +264,15 @@ def _try(target: Target, record: dict, case: ConvCase,
         return found
 
 
-def _recorded(target: Target, bug: Bug, case: ConvCase,
-              case_file: Path) -> list[tuple[str, ConvCase]]:
-    """The calls the run made before the failing one (its own record) of the same op,
-    the calls a case file can hold."""
-    calls = CALLS.before(target.impl.spec, bug.function, case, case_file)
+def _recorded(target: Target, bug: Bug, case: ConvCase, case_file: Path,
+              log: CallLog) -> list[tuple[str, ConvCase]]:
+    """The calls the run made before the failing one (its own record, ``log``) of the
+    same op, the calls a case file can hold."""
+    calls = log.before(target.impl.spec, bug.function, case, case_file)
     return [(c.function, c.case) for c in calls if c.case.problem.op == case.problem.op]
 
 
-def rebuild(target: Target, bug: Bug) -> tuple[Path, str] | None:
+def rebuild(target: Target, bug: Bug, calls: CallLog) -> tuple[Path, str] | None:
     """A case file whose calls (``before``, then the failing one) show the bug in a
     fresh process, and what came first; None if no candidate does."""
     if bug.case_file is None or bug.function is None:
@@ -287,7 +283,8 @@ def rebuild(target: Target, bug: Bug) -> tuple[Path, str] | None:
         ("the same call made once before", [(bug.function, case)]),
         ("a call on the same problem with other values", [(bug.function, _other_values(case))])])
     if found is None:
-        found = _from_record(target, record, case, _recorded(target, bug, case, case_file))
+        found = _from_record(target, record, case,
+                             _recorded(target, bug, case, case_file, calls))
     if found is None:
         return None
     trial, label = found
@@ -314,7 +311,7 @@ def _from_record(target: Target, record: dict, case: ConvCase,
     return None
 
 
-def history_dependent(last, save_failure, saved_lines) -> Bug:
+def history_dependent(last, save_failure, saved_lines, calls: CallLog) -> Bug:
     """A failure Hypothesis could not reproduce: the same example failed, then passed.
 
     The results of identical calls differed, so they depend on what the
@@ -330,7 +327,7 @@ def history_dependent(last, save_failure, saved_lines) -> Bug:
         "Not shrunk: shrinking needs a failure that repeats.", last.text])
     history = CheckFailure(HISTORY, text, function=failure.function, case=case)
     path = save_failure(target, history, last.check, text, last.drawn)
-    CALLS.keep(path, last.calls)
+    calls.keep(path, last.calls)
     case_file = None if path is None else os.path.relpath(path, target.failures_dir)
     lines = [text] + (saved_lines(path) if path is not None else [])
     bug = Bug(check=last.check, failure=HISTORY, function=failure.function, op=case.problem.op,
@@ -340,7 +337,7 @@ def history_dependent(last, save_failure, saved_lines) -> Bug:
               not_minimal=NOT_SHRUNK)
     bug.alone, bug.alone_reason = False, NOT_REBUILT
     if case_file is not None:
-        rebuilt = rebuild(target, bug)
+        rebuilt = rebuild(target, bug, calls)
         if rebuilt is not None:
             bug.alone, bug.alone_reason = True, ""
             path, label = rebuilt

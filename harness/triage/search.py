@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +46,10 @@ from harness.reporting.failures import script_path
 from harness.running.calling import CheckFailure
 from harness.running.loader import _is_path, split_spec
 from harness.running.target import Target
-from harness.state import STATE, Budget, Found, TestState, running
+from harness.state import STATE, Budget, Found, RunState, TestState, running
 from harness.triage import causes, evidence
 from harness.triage.catalog import Bug, part_of, signature
+from harness.triage.causes import CauseBook
 from harness.triage.explain import explain, failure_probe
 from harness.triage import stored
 from harness.triage.history import HISTORY, history_dependent, verify_alone
@@ -114,7 +116,7 @@ def follow_up(state: TestState, target: Target, check: str,
         return [], None  # an earlier run sharing the database found nothing here
     _set_key(search, key)
     state.found = []
-    causes.BOOK.freeze()  # what other searches found by now is excluded from this one
+    state.run.book.freeze()  # what other searches found by now is excluded from this one
     try:
         search()
     except Exception as error:  # noqa: BLE001 - a finding is in state.found; else say what ended it
@@ -143,9 +145,10 @@ def describe(found: Found, state: TestState, print_script: bool = False) -> Bug:
               signature=signature(failure.check, failure.message),
               evidence=evidence.gather(target.impl, failure, case, target.timeout),
               found_on=found.found_on)
-    known = attribute(target, bug, failure, case)
+    book = state.run.book
+    known = attribute(book, target, bug, failure, case)
     if known is not None:
-        return _as_sighting(found, bug, known)
+        return _as_sighting(book, found, bug, known)
     key = database_key(target, found.check)
     recalled = stored.recall(key, target.impl.target, failure.check, failure.function,
                              case.problem.op, case.problem.params(), dict(case.layouts),
@@ -172,7 +175,7 @@ def describe(found: Found, state: TestState, print_script: bool = False) -> Bug:
     if recalled is None:
         stored.remember(key, target.impl.target, bug, explanation)
     bug.report = _bug_text(found, bug.trigger, explanation, print_script) + note
-    causes.BOOK.publish(target.impl.spec, bug)
+    book.publish(target.impl.spec, bug)
     return bug
 
 
@@ -187,23 +190,24 @@ def describe_and_verify(found: Found, state: TestState,
     The one step from a failure to a bug, for searches (`triage`) and regression
     replays (harness/replay.py) alike."""
     bug = describe(found, state, print_script)
+    run = state.run
     if not bug.sighting:
-        verify_alone(found.target, [bug])
+        verify_alone(found.target, [bug], run.calls, run.verified)
     elif bug.case_file is not None:
-        verify_alone(found.target, [bug], rebuild_history=False)
+        verify_alone(found.target, [bug], run.calls, run.verified, rebuild_history=False)
     return bug
 
 
-def attribute(target: Target, bug: Bug, failure, case) -> Bug | None:
+def attribute(book: CauseBook, target: Target, bug: Bug, failure, case) -> Bug | None:
     """The known cause ``bug`` is a symptom of, if any (harness/triage/catalog.py's rules)."""
-    for record in causes.BOOK.known(target.impl.spec, fresh=True):
+    for record in book.known(target.impl.spec, fresh=True):
         if causes.covers(record, failure, case, target.impl, target.timeout) \
                 or (not record.sighting and part_of(bug, record)):
             return record
     return None
 
 
-def _as_sighting(found: Found, bug: Bug, known: Bug) -> Bug:
+def _as_sighting(book: CauseBook, found: Found, bug: Bug, known: Bug) -> Bug:
     bug.cause, bug.sighting = known.cause, True
     bug.conditions, bug.trigger = list(known.conditions), known.trigger
     why = _why(bug, known)
@@ -212,7 +216,7 @@ def _as_sighting(found: Found, bug: Bug, known: Bug) -> Bug:
                             f"the known bug {known.failure} ({known.function}), {known.trigger}"
                             f" [{why}]: not explained again"]
                            + (suite.saved_lines(found.case_file)[:1] if found.case_file else []))
-    causes.BOOK.publish(found.target.impl.spec, bug)
+    book.publish(found.target.impl.spec, bug)
     return bug
 
 
@@ -308,8 +312,8 @@ def _excludes(bug: Bug) -> bool:
                                     or bug.evidence.get("consistent"))
 
 
-def report(target: Target, check: str, bugs: list[Bug], stop: str, notes: list[str],
-           met: list[Bug] = ()) -> str:
+def report(book: CauseBook, target: Target, check: str, bugs: list[Bug], stop: str,
+           notes: list[str], met: list[Bug] = ()) -> str:
     own = [b for b in bugs if not b.sighting]
     n = len(own)
     head = (f"{target.impl.spec} {target.op}: check {check!r} found {n} distinct "
@@ -321,15 +325,15 @@ def report(target: Target, check: str, bugs: list[Bug], stop: str, notes: list[s
     for bug in [b for b in bugs if b.sighting]:
         parts.append("--- a known bug again " + "-" * 46)
         parts.append(bug.report)
-    parts += _met_lines(met, target)
+    parts += _met_lines(book, met, target)
     parts += notes
     return "\n".join(parts)
 
 
-def _met_lines(met: list[Bug], target: Target) -> list[str]:
+def _met_lines(book: CauseBook, met: list[Bug], target: Target) -> list[str]:
     """One line per run-wide cause the search met (covered, not counted as failures),
     with the case file of that cause: the search wrote none of its own for it."""
-    files = {b.cause: b.case_file for b in causes.BOOK.known(target.impl.spec)
+    files = {b.cause: b.case_file for b in book.known(target.impl.spec)
              if not b.sighting and b.case_file}
     lines = []
     for b in met:
@@ -346,29 +350,30 @@ def _hypothesis_notes(exc: BaseException) -> list[str]:
     return [n for n in notes if "reproduce_failure" in n or "hypothesis-seed" in n]
 
 
-def _history_bug(last: Found) -> Bug:
+def _history_bug(run: RunState, last: Found) -> Bug:
     """A failure that did not repeat: a symptom of a known deterministic cause when it
     lies in that cause's trigger region (no rebuild), else a history bug of its own."""
     failure = last.failure
+    book = run.book
     case = failure.case if failure.case is not None else last.drawn
-    for record in causes.BOOK.known(last.target.impl.spec, fresh=True):
+    for record in book.known(last.target.impl.spec, fresh=True):
         # found and published by another search while this one replayed it: not history
         if causes.covers(record, failure, case, last.target.impl, last.target.timeout):
             bug = Bug(check=last.check, failure=failure.check, function=failure.function,
                       op=case.problem.op, params=case.problem.params(),
                       layouts=dict(case.layouts), trigger="", conditions=[], explanation=[],
                       case_file=None, signature=signature(failure.check, failure.message))
-            return _as_sighting(last, bug, record)
+            return _as_sighting(book, last, bug, record)
     probe = Bug(check=last.check, failure=HISTORY, function=failure.function,
                 op=case.problem.op, params=case.problem.params(), layouts=dict(case.layouts),
                 trigger="", conditions=[], explanation=[], case_file=None, signature=HISTORY)
-    known = attribute(last.target, probe, CheckFailure(HISTORY, "", function=failure.function,
-                                                       case=case), case)
+    known = attribute(book, last.target, probe, CheckFailure(
+        HISTORY, "", function=failure.function, case=case), case)
     if known is not None:
-        return _as_sighting(last, probe, known)
-    bug = history_dependent(last, suite.save_failure, suite.saved_lines)
+        return _as_sighting(book, last, probe, known)
+    bug = history_dependent(last, suite.save_failure, suite.saved_lines, run.calls)
     bug.cause, bug.signature = causes.new_id(), HISTORY
-    causes.BOOK.publish(last.target.impl.spec, bug)
+    book.publish(last.target.impl.spec, bug)
     return bug
 
 
@@ -381,6 +386,73 @@ def conformance_target(item: pytest.Item) -> tuple[Target, str] | tuple[None, No
     return target, marker.args[0]
 
 
+@dataclass
+class Verdict:
+    """What one failed conformance test found: its bugs (new causes, sightings, and the
+    causes other searches found that it met) and its report."""
+
+    bugs: list[Bug]
+    report: str
+
+
+def conclude(state: TestState, target: Target, check: str, error: BaseException | None,
+             max_bugs: int = DEFAULT_MAX_BUGS, print_scripts: bool = False) -> Verdict | None:
+    """A conformance test's verdict from what its first search left in ``state`` and
+    how it ended (``error``, None: it passed): None when it passed and met no known
+    cause; the triaged bugs otherwise. An error that left no finding is no verdict of
+    ours: it is raised again."""
+    if error is None:
+        met = state.take_sightings()
+        if not met:
+            return None
+        # every failure it met is a bug another search found: still a failure
+        return Verdict(met, "\n".join([
+            f"{target.impl.spec} {target.op}: check {check!r} failed only by bugs found "
+            "by other searches (not shrunk nor explained again; see their entries in "
+            "the summary):", *_met_lines(state.run.book, met, target)]))
+    first = state.take_found()
+    last = state.last_failing
+    if not first and isinstance(error, FlakyFailure) and last is not None \
+            and last.target is target:
+        bugs = [_history_bug(state.run, last)]
+        met = state.take_sightings()
+        return Verdict(bugs + met, report(state.run.book, target, check, bugs,
+                                          "results depend on earlier calls", [], met))
+    if not first:
+        raise error
+    bugs, stop = triage(state, target, check, first, max_bugs, print_scripts)
+    met = state.take_sightings()
+    return Verdict(bugs + met, report(state.run.book, target, check, bugs, stop,
+                                      _hypothesis_notes(error), met))
+
+
+def search_in_process(run: RunState, target: Target, check: str,
+                      max_bugs: int = DEFAULT_MAX_BUGS, budget: float | None = None,
+                      print_scripts: bool = False) -> Verdict | None:
+    """One conformance test (``target`` x ``check``) as the plugin runs it, called
+    directly: its first search under Hypothesis's current settings, then `conclude`.
+    For the harness's own tests of the triage, and for any program that wants a
+    verdict without a pytest run."""
+    state = TestState(run=run, budget=Budget.starting_now(budget))
+
+    @given(data=st.data())
+    def first_search(data: st.DataObject) -> None:
+        suite.run(target, check, data, state=state)
+
+    _set_key(first_search, database_key(target, check))
+    run.book.freeze()
+    error: BaseException | None = None
+    with running(state):
+        run.calls.spec = target.impl.spec  # its calls are recorded, as in a pytest run
+        try:
+            first_search()
+        except Exception as exc:  # noqa: BLE001 - what the search found, or not ours
+            error = exc
+        finally:
+            run.calls.spec = None
+        return conclude(state, target, check, error, max_bugs, print_scripts)
+
+
 class BugSearch:
     """The pytest side: database keys, follow-up searches, and the test's report."""
 
@@ -390,6 +462,8 @@ class BugSearch:
         self.failures_dir = failures_dir  # the run's failures folder (the plugin's option)
         self.print_scripts = print_scripts
         self.budget = budget
+        #: this process's share of the run (its book of causes, its record of calls)
+        self.run = RunState()
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_call(self, item: pytest.Item):
@@ -397,37 +471,24 @@ class BugSearch:
         if target is None:
             return (yield)
         _set_key(item.obj, database_key(target, check))
-        causes.BOOK.freeze()
-        state = TestState(budget=Budget.starting_now(self.budget))
+        self.run.book.freeze()
+        state = TestState(run=self.run, budget=Budget.starting_now(self.budget))
         item.stash[STATE] = state
+        self.run.calls.spec = target.impl.spec  # its calls are recorded from here on
         try:
             with running(state):
                 result = yield
-        except Exception as exc:
-            first = state.take_found()
-            last = state.last_failing
-            if not first and isinstance(exc, FlakyFailure) and last is not None \
-                    and last.target is target:
-                bugs = [_history_bug(last)]
-                met = state.take_sightings()
-                item.stash[BUGS] = [bug.to_json() for bug in bugs + met]
-                raise BugsFound(report(target, check, bugs, "results depend on earlier calls",
-                                       [], met)) from None
-            if not first:
-                raise
-            bugs, stop = triage(state, target, check, first, self.max_bugs, self.print_scripts)
-            met = state.take_sightings()
-            item.stash[BUGS] = [bug.to_json() for bug in bugs + met]
-            raise BugsFound(report(target, check, bugs, stop, _hypothesis_notes(exc),
-                                   met)) from None
-        met = state.take_sightings()
-        if met:  # every failure it met is a bug another search found: still a failure
-            item.stash[BUGS] = [bug.to_json() for bug in met]
-            raise BugsFound("\n".join([
-                f"{target.impl.spec} {target.op}: check {check!r} failed only by bugs found "
-                "by other searches (not shrunk nor explained again; see their entries in "
-                "the summary):", *_met_lines(met, target)]))
-        return result
+        except Exception as exc:  # noqa: BLE001 - concluded below, or raised again
+            error: BaseException | None = exc
+        else:
+            error = None
+        finally:
+            self.run.calls.spec = None
+        verdict = conclude(state, target, check, error, self.max_bugs, self.print_scripts)
+        if verdict is None:
+            return result
+        item.stash[BUGS] = [bug.to_json() for bug in verdict.bugs]
+        raise BugsFound(verdict.report) from None
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         folder = self.failures_dir
@@ -435,7 +496,7 @@ class BugSearch:
             return  # constructed without a folder (a unit test): no run-wide book
         if not hasattr(session.config, "workerinput"):
             causes.new_run(folder)  # the controller, before any worker starts
-        causes.BOOK.open(folder)
+        self.run.book.open(folder)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """The controller removes the run's book of causes: it only served the run's

@@ -24,6 +24,7 @@ from harness.triage import causes, evidence
 from harness.triage.catalog import Bug, merge, part_of, signature
 from harness.triage.explain import explain, failure_probe
 from harness.triage.runner import ScriptRunner
+from tests.harness.in_process import run_entries
 from tests.harness.test_triage import constant_case, problem, scripts_exit_1
 
 CAUSES = Path(__file__).resolve().parent / "causes_bugs.py"
@@ -410,6 +411,15 @@ def entries(run_pytest, tmp_path, name: str, selection: str,
     return summary["implementations"][0]["bugs"], failures, done.stdout
 
 
+def in_process(tmp_path, monkeypatch, name: str, checks: tuple[str, ...],
+               ops: tuple[str, ...] = ("conv2d",)) -> tuple[list[dict], Path, str]:
+    """`entries` of a run of ``checks`` on ``ops``, made in this process (one process,
+    as a run without xdist): the same searches, triage and merge, no pytest start-up."""
+    failures = tmp_path / "failures"
+    bugs, out = run_entries(spec(name), checks, ops, failures, monkeypatch)
+    return bugs, failures, out
+
+
 def test_one_code_path_many_functions_is_two_entries(run_pytest, tmp_path):
     """Under xdist, as a user runs it: workers find causes at once, and a search often
     meets another worker's cause first (a sighting); still two entries. (Whether
@@ -456,20 +466,19 @@ def test_a_cause_on_any_axis_is_one_entry_whichever_axis_each_function_shows(run
     scripts_exit_1(failures, bugs)
 
 
-def test_a_dtype_cause_and_its_value_errors_are_one_entry(run_pytest, tmp_path):
-    bugs, failures, _ = entries(run_pytest, tmp_path, "float32_compute",
-                                "conv2d] and (test_forward or test_grad_input or "
-                                "test_grad_weight)")
+def test_a_dtype_cause_and_its_value_errors_are_one_entry(tmp_path, monkeypatch):
+    bugs, failures, _ = in_process(tmp_path, monkeypatch, "float32_compute",
+                                   ("forward", "grad_input", "grad_weight"))
     (bug,) = bugs
     assert set(bug["functions"]) == {"conv2d", "conv2d_backward"}, bug
     assert bug["params"]["batch"] == 1 and bug["params"]["in_channels"] == 1
     scripts_exit_1(failures, bugs)
 
 
-def test_a_cause_hidden_behind_a_lower_precision_is_found(run_pytest, tmp_path):
+def test_a_cause_hidden_behind_a_lower_precision_is_found(tmp_path, monkeypatch):
     """Issue 11's case: float32 whatever the input, and grad_bias the batch mean."""
-    bugs, failures, _ = entries(run_pytest, tmp_path, "float32_and_mean",
-                                "conv2d] and (test_forward or test_grad_bias)")
+    bugs, failures, _ = in_process(tmp_path, monkeypatch, "float32_and_mean",
+                                   ("forward", "grad_bias"))
     assert len(bugs) == 2, bugs
     mean = [b for b in bugs if b["failure"] == "grad_bias"]
     assert mean and mean[0]["params"]["batch"] == 2, bugs
@@ -477,9 +486,8 @@ def test_a_cause_hidden_behind_a_lower_precision_is_found(run_pytest, tmp_path):
     scripts_exit_1(failures, bugs)
 
 
-def test_a_product_condition_is_one_entry(run_pytest, tmp_path):
-    bugs, failures, _ = entries(run_pytest, tmp_path, "product_bias",
-                                "test_forward and conv2d]")
+def test_a_product_condition_is_one_entry(tmp_path, monkeypatch):
+    bugs, failures, _ = in_process(tmp_path, monkeypatch, "product_bias", ("forward",))
     (bug,) = bugs
     assert bug["trigger"].startswith("fails when with bias and K (in channels per group x "
                                      "kernel taps) >= 2")
@@ -488,16 +496,16 @@ def test_a_product_condition_is_one_entry(run_pytest, tmp_path):
     scripts_exit_1(failures, bugs)
 
 
-def test_masking_gives_no_false_condition(run_pytest, tmp_path):
-    bugs, failures, _ = entries(run_pytest, tmp_path, "masking", "test_grad_input and conv2d]")
+def test_masking_gives_no_false_condition(tmp_path, monkeypatch):
+    bugs, failures, _ = in_process(tmp_path, monkeypatch, "masking", ("grad_input",))
     assert sorted(b["failure"] for b in bugs) == ["dtype", "raised"], bugs
     dtype = next(b for b in bugs if b["failure"] == "dtype")
     assert "padding" not in [c["feature"] for c in dtype["conditions"]], dtype
     scripts_exit_1(failures, bugs)
 
 
-def test_no_cause_is_hidden_by_another_of_its_kind(run_pytest, tmp_path):
-    bugs, failures, _ = entries(run_pytest, tmp_path, "shapes", "test_grad_input and conv2d]")
+def test_no_cause_is_hidden_by_another_of_its_kind(tmp_path, monkeypatch):
+    bugs, failures, _ = in_process(tmp_path, monkeypatch, "shapes", ("grad_input",))
     assert [b["failure"] for b in bugs] == ["shape", "shape"], bugs
     empty, short = sorted(bugs, key=lambda b: sum(b["params"]["padding"]))
     assert empty["params"]["padding"] == [0, 0] and empty["params"]["input_size"] == [1, 1]
@@ -505,12 +513,12 @@ def test_no_cause_is_hidden_by_another_of_its_kind(run_pytest, tmp_path):
     scripts_exit_1(failures, bugs)
 
 
-def test_a_read_past_the_buffer_is_one_entry(run_pytest, tmp_path):
+def test_a_read_past_the_buffer_is_one_entry(tmp_path, monkeypatch):
     """Wrong, non-finite and history-dependent results of one cause: one entry. Its
     case is minimal, or the entry says it is not and why (a failure that does not
     repeat cannot be shrunk); its script exits 1, or the entry says it does not."""
-    bugs, failures, out = entries(run_pytest, tmp_path, "read_past",
-                                  "conv2d] and (test_grad_input or test_repeatable)")
+    bugs, failures, out = in_process(tmp_path, monkeypatch, "read_past",
+                                     ("grad_input", "repeatable"))
     (bug,) = bugs
     assert bug["params"]["stride"][0] >= 2, bug
     if bug["minimal"]:

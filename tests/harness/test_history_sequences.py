@@ -4,8 +4,8 @@
 and wrong from the third on (a state built up over several calls). Alone, the
 failing call passes; the same call made once before, or a call with other
 values first, still passes (two calls). The run's record of its calls
-(harness/triage/history.py, `CALLS`) holds the calls it made on that problem
-before the failing one; the shortest tail of them that shows the bug goes into
+(harness/triage/history.py's `CallLog`, in the run's state) holds the calls it made
+on that problem before the failing one; the shortest tail of them that shows the bug goes into
 the case file's ``before``, and the script and ``--replay`` make those calls.
 """
 
@@ -18,16 +18,15 @@ from pathlib import Path
 from harness.problem import ConvCase, ConvProblem
 from harness.triage.history import CallLog
 from strategies.cases import noise
-from tests.harness.test_triage import run_summary, scripts_exit_1
+from tests.harness.test_triage import in_process, scripts_exit_1
 
 HISTORY = Path(__file__).resolve().parent / "history.py"
 
 
-def test_a_state_built_over_several_calls_is_rebuilt_from_the_run_record(run_pytest, tmp_path):
-    summary, failures, out = run_summary(run_pytest, tmp_path, "--impl",
-                                         f"{HISTORY}:third_call_wrong", "-k",
-                                         "test_forward and conv2d]")
-    (bug,) = summary["implementations"][0]["bugs"]
+def test_a_state_built_over_several_calls_is_rebuilt_from_the_run_record(run_pytest, tmp_path,
+                                                                         monkeypatch):
+    (bug,), failures, _ = in_process(tmp_path, monkeypatch, f"{HISTORY}:third_call_wrong",
+                                     ("forward",))
     assert bug["failure"] == "history" and bug["reproduces_alone"] is True, bug
     made = re.match(r"depends on earlier calls: wrong after the last (\d+) calls the run made "
                     r"before it \(its own record\)", bug["trigger"])
@@ -41,13 +40,12 @@ def test_a_state_built_over_several_calls_is_rebuilt_from_the_run_record(run_pyt
     assert again.returncode == 1 and "still fails" in again.stdout, again.stdout[-2000:]
 
 
-def test_earlier_calls_on_other_problems_are_rebuilt_from_the_run_record(run_pytest, tmp_path):
+def test_earlier_calls_on_other_problems_are_rebuilt_from_the_run_record(tmp_path,
+                                                                          monkeypatch):
     """The state is keyed by the arrays' shapes: the calls that built it were on other
     problems (same shapes, another stride or dilation), as tinygrad's were."""
-    summary, failures, out = run_summary(run_pytest, tmp_path, "--impl",
-                                         f"{HISTORY}:third_call_of_shapes_wrong", "-k",
-                                         "test_forward and conv2d]")
-    (bug,) = summary["implementations"][0]["bugs"]
+    (bug,), failures, _ = in_process(tmp_path, monkeypatch,
+                                     f"{HISTORY}:third_call_of_shapes_wrong", ("forward",))
     assert bug["failure"] == "history" and bug["reproduces_alone"] is True, bug
     assert "calls the run made before it (its own record)" in bug["trigger"], bug["trigger"]
     scripts_exit_1(failures, [bug])

@@ -18,11 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.checks.registry import examine
+from harness.checks.registry import REGISTRY, examine
 from harness.problem import ConvCase, ConvProblem
 from harness.running.loader import load_implementation
 from harness.triage.catalog import Bug, merge
 from harness.triage.explain import explain, failure_probe, matches
+from tests.harness.in_process import run_entries
 
 TWO_BUGS = Path(__file__).resolve().parent / "two_bugs.py"
 
@@ -133,6 +134,16 @@ def run_summary(run_pytest, tmp_path, *args: str) -> tuple[dict, Path, str]:
     return summary, failures, done.stdout
 
 
+def in_process(tmp_path, monkeypatch, spec: str, checks: tuple[str, ...],
+               budget: float | None = None) -> tuple[list[dict], Path, str]:
+    """The bug entries of a run of ``checks`` on conv2d made in this process, as a run
+    without xdist makes them (tests/harness/in_process.py), with the failures folder
+    and the output (reports and bug list)."""
+    failures = tmp_path / "failures"
+    bugs, out = run_entries(spec, checks, ("conv2d",), failures, monkeypatch, budget)
+    return bugs, failures, out
+
+
 def scripts_exit_1(failures: Path, bugs: list[dict]) -> None:
     runs = [subprocess.Popen([sys.executable, str(failures / Path(b["case_file"]).with_suffix(
         ".py"))], cwd=failures, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -171,19 +182,17 @@ def test_one_default_run_lists_the_tutorials_two_bugs(run_pytest, tmp_path):
     assert len(out.split("short test summary info")[0].splitlines()) < 600
 
 
-@pytest.mark.parametrize("spec, selection, expected", [
-    ("two_grad_input_bugs", "test_grad_input and conv2d]",
+@pytest.mark.parametrize("spec, checks, expected", [
+    ("two_grad_input_bugs", ("grad_input",),
      [("grad_input", "padding"), ("grad_input", "dilation")]),
-    ("dtype_and_grad_bias", "conv2d] and (test_grad_input or test_grad_bias)",
+    ("dtype_and_grad_bias", ("grad_input", "grad_bias"),
      [("dtype", "dtype"), ("grad_bias", "batch", "bias")]),
-    ("two_forward_bugs", "test_forward and conv2d]",
+    ("two_forward_bugs", ("forward",),
      [("forward", "stride"), ("forward", "groups")]),
 ])
-def test_two_independent_bugs_are_two_minimal_entries(run_pytest, tmp_path, spec, selection,
+def test_two_independent_bugs_are_two_minimal_entries(tmp_path, monkeypatch, spec, checks,
                                                      expected):
-    summary, failures, _ = run_summary(run_pytest, tmp_path, "--impl", f"{TWO_BUGS}:{spec}",
-                                       "-k", selection)
-    bugs = summary["implementations"][0]["bugs"]
+    bugs, failures, _ = in_process(tmp_path, monkeypatch, f"{TWO_BUGS}:{spec}", checks)
     seen = sorted((b["failure"], *[c["feature"] for c in b["conditions"]]) for b in bugs)
     assert seen == sorted(expected), bugs
     for bug in bugs:
@@ -203,19 +212,18 @@ def test_two_independent_bugs_are_two_minimal_entries(run_pytest, tmp_path, spec
     scripts_exit_1(failures, bugs)
 
 
-def test_a_single_bug_seen_by_many_checks_is_one_entry(run_pytest, tmp_path):
-    summary, failures, _ = run_summary(run_pytest, tmp_path, "--impl", f"{TWO_BUGS}:one_bug",
-                                       "-k", "conv2d")
-    (bug,) = summary["implementations"][0]["bugs"]
+def test_a_single_bug_seen_by_many_checks_is_one_entry(tmp_path, monkeypatch):
+    every_check = tuple(check for check in REGISTRY if check != "invalid")  # opt-in
+    bugs, failures, _ = in_process(tmp_path, monkeypatch, f"{TWO_BUGS}:one_bug", every_check)
+    (bug,) = bugs
     assert bug["failure"] == "grad_input" and len(bug["checks"]) >= 2
     scripts_exit_1(failures, [bug])
 
 
-def test_a_stacked_batch_failure_is_reported_on_the_stacked_batch(run_pytest, tmp_path):
-    summary, failures, out = run_summary(
-        run_pytest, tmp_path, "--impl", f"{TWO_BUGS}:big_batch_only", "-k",
-        "finite_difference and conv2d]")
-    (bug,) = summary["implementations"][0]["bugs"]
+def test_a_stacked_batch_failure_is_reported_on_the_stacked_batch(tmp_path, monkeypatch):
+    bugs, failures, out = in_process(tmp_path, monkeypatch, f"{TWO_BUGS}:big_batch_only",
+                                     ("finite_difference",))
+    (bug,) = bugs
     assert (bug["failure"], bug["function"], bug["check"]) == ("forward", "conv2d",
                                                               "finite_difference")
     assert minimal(bug)["batch"] > 4
@@ -287,22 +295,22 @@ def test_a_slow_implementation_gets_a_verdict_within_its_budget(run_pytest, tmp_
     assert re.search(r"forward\s+passed \(\d+\)", done.stdout), done.stdout[-2000:]
 
 
-def test_a_slow_buggy_implementation_still_gets_its_minimal_case(run_pytest, tmp_path):
-    summary, failures, _ = run_summary(run_pytest, tmp_path, "--impl", f"{SLOW}:buggy", "-k",
-                                       "test_grad_input and conv2d]", "--conv-budget", "20")
-    (bug,) = summary["implementations"][0]["bugs"]
+def test_a_slow_buggy_implementation_still_gets_its_minimal_case(tmp_path, monkeypatch):
+    bugs, failures, _ = in_process(tmp_path, monkeypatch, f"{SLOW}:buggy", ("grad_input",),
+                                   budget=20)
+    (bug,) = bugs
     assert bug["params"]["stride"][0] == 3 or bug["params"]["stride"][1] == 3
     scripts_exit_1(failures, [bug])
 
 
-def test_results_that_depend_on_earlier_calls_are_reported_as_such(run_pytest, tmp_path):
+def test_results_that_depend_on_earlier_calls_are_reported_as_such(run_pytest, tmp_path,
+                                                                    monkeypatch):
     """A cache keyed by shape: a later call gets an earlier call's weight. The failing
     call alone, in a fresh process, passes; the bug is reported as history-dependent,
     with a sequence of calls rebuilt whose script fails in a fresh process."""
     spec = f"{Path(__file__).resolve().parent / 'history.py'}:shape_cache"
-    summary, failures, out = run_summary(run_pytest, tmp_path, "--impl", spec, "-k",
-                                         "test_forward and conv2d]")
-    (bug,) = summary["implementations"][0]["bugs"]
+    bugs, failures, out = in_process(tmp_path, monkeypatch, spec, ("forward",))
+    (bug,) = bugs
     assert bug["failure"] == "history" and bug["reproduces_alone"] is True
     assert bug["trigger"].startswith("depends on earlier calls: wrong after a call on the "
                                      "same problem with other values")
@@ -317,11 +325,10 @@ def test_results_that_depend_on_earlier_calls_are_reported_as_such(run_pytest, t
     assert again.returncode == 1 and "still fails" in again.stdout, again.stdout[-2000:]
 
 
-def test_first_call_right_repeated_calls_wrong(run_pytest, tmp_path):
+def test_first_call_right_repeated_calls_wrong(tmp_path, monkeypatch):
     spec = f"{Path(__file__).resolve().parent / 'history.py'}:second_call_wrong"
-    summary, failures, out = run_summary(run_pytest, tmp_path, "--impl", spec, "-k",
-                                         "test_forward and conv2d]")
-    (bug,) = summary["implementations"][0]["bugs"]
+    bugs, failures, out = in_process(tmp_path, monkeypatch, spec, ("forward",))
+    (bug,) = bugs
     assert bug["failure"] == "history", bug
     assert bug["trigger"].startswith("depends on earlier calls: wrong after the same call "
                                      "made once before")
@@ -329,22 +336,19 @@ def test_first_call_right_repeated_calls_wrong(run_pytest, tmp_path):
     scripts_exit_1(failures, [bug])
 
 
-def test_every_listed_bug_was_verified_alone(run_pytest, tmp_path):
-    summary, _, _ = run_summary(run_pytest, tmp_path, "--impl", "conv_impl.tutorial", "-k",
-                                "test_grad_input and conv2d]")
-    assert [b["reproduces_alone"] for b in summary["implementations"][0]["bugs"]] == [True, True]
+def test_every_listed_bug_was_verified_alone(tmp_path, monkeypatch):
+    bugs, _, _ = in_process(tmp_path, monkeypatch, "conv_impl.tutorial", ("grad_input",))
+    assert [b["reproduces_alone"] for b in bugs] == [True, True]
 
 
 ORACLE_FREE = ("adjoint", "linearity", "finite_difference", "pointwise", "delta_kernel",
                "repeatable", "batch_consistency")
 
 
-def test_batch_consistency_sees_images_mixed_up_where_the_adjoint_does_not(run_pytest,
-                                                                           tmp_path):
-    summary, failures, _ = run_summary(
-        run_pytest, tmp_path, "--impl", f"{TWO_BUGS}:batch_swap", "-k",
-        "conv2d] and (" + " or ".join(f"test_{c}" for c in ORACLE_FREE) + ")")
-    bugs = summary["implementations"][0]["bugs"]
+def test_batch_consistency_sees_images_mixed_up_where_the_adjoint_does_not(tmp_path,
+                                                                           monkeypatch):
+    bugs, failures, _ = in_process(tmp_path, monkeypatch, f"{TWO_BUGS}:batch_swap",
+                                   ORACLE_FREE)
     seen = {check for bug in bugs for check in bug["checks"]}
     assert "batch_consistency" in seen
     assert not seen & {"adjoint", "finite_difference", "pointwise", "delta_kernel", "repeatable"}
