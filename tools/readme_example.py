@@ -71,10 +71,12 @@ def _last_line(stdout: str) -> str:
     return stdout.strip().splitlines()[-1]
 
 
-def generate() -> dict[str, str]:
-    """The parts of `PLACES`, from one run."""
+def generate(keep: Path | None = None) -> dict[str, str]:
+    """The parts of `PLACES`, from one run. With ``keep``, the run's failures folder is
+    left in ``keep/failures`` and its output in ``keep/run.log``, for tests that read
+    the same run (tests/harness/test_readme.py)."""
     with tempfile.TemporaryDirectory() as tmp:
-        failures = Path(tmp) / "failures"
+        failures = Path(keep or tmp) / "failures"
         env = {**os.environ, "HYPOTHESIS_PROFILE": "harness-test"}
         env.pop("CI", None)
 
@@ -84,6 +86,8 @@ def generate() -> dict[str, str]:
 
         found = _run(_pytest("-n", "2", "--impl", "conv_impl.tutorial", "--conv-failures",
                              str(failures)), env)
+        if keep is not None:
+            (keep / "run.log").write_text(found.stdout)
         summary_file = failures / "summary.json"
         bugs = (json.loads(summary_file.read_text())["implementations"][0]["bugs"]
                 if summary_file.is_file() else [])

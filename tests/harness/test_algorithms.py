@@ -27,6 +27,7 @@ from harness.running.capabilities import Capabilities, CapabilitiesError
 from harness.running.loader import load_implementation
 from strategies.cases import draw_case
 from tests.harness.conftest import QUIET
+from tests.harness.in_process import run_entries
 
 HERE = Path(__file__).parent
 CHECKS = ("forward", "grad_input", "grad_weight", "grad_bias")
@@ -157,29 +158,27 @@ def test_algorithm_is_a_capability_with_known_values():
     assert caps.for_functions(["conv2d_backward"]).algorithm == "direct"
 
 
-def _bugs(run_pytest, tmp_path, spec: str) -> list[dict]:
-    # the triage of each bug's neighbours takes minutes on a loaded machine (300 s, the
-    # fixture's default, ran out at load 21): the limit only guards against a hang
-    result = run_pytest("--impl", spec, "-k", "test_forward and conv2d]", timeout=1800)
-    assert result.returncode == 1, result.stdout[-4000:] + result.stderr[-2000:]
+def _bugs(tmp_path, monkeypatch, spec: str) -> list[dict]:
+    """The bug entries of the forward check on conv2d, made in this process."""
     failures = tmp_path / "failures"
-    (entry,) = json.loads((failures / "summary.json").read_text())["implementations"]
-    for bug in entry["bugs"]:
+    bugs, _ = run_entries(spec, ("forward",), ("conv2d",), failures, monkeypatch)
+    for bug in bugs:
         bug["record"] = json.loads((failures / bug["case_file"]).read_text())
-    return entry["bugs"]
+    return bugs
 
 
 SMALLEST = {"batch": 1, "in_channels": 1, "out_channels": 1, "stride": [1, 1],
             "dilation": [1, 1], "groups": 1, "bias": False, "dtype": "float64"}
 
 
-def test_a_winograd_with_one_wrong_transform_entry_is_caught_and_shrunk(run_pytest, tmp_path):
+def test_a_winograd_with_one_wrong_transform_entry_is_caught_and_shrunk(tmp_path, monkeypatch):
     """A^T[0][1] = -1: the first output of a tile subtracts the second transformed
     value; it shows as soon as a tile holds two inputs: a 1x2 input (either axis),
     with a kernel of one or two taps along it. One cause, so one entry: whatever makes
     a tile hold two inputs (two outputs, a two-tap kernel, a stride's remainder) is
     one trigger, the axis's input size with padding."""
-    bugs = _bugs(run_pytest, tmp_path, f"{HERE / 'buggy_algorithms.py'}:winograd_wrong_entry")
+    bugs = _bugs(tmp_path, monkeypatch,
+                 f"{HERE / 'buggy_algorithms.py'}:winograd_wrong_entry")
     assert len(bugs) == 1, [bug["record"]["params"] for bug in bugs]
     for bug in bugs:
         assert "input size with padding >= 2" in bug["trigger"], bug["trigger"]
@@ -196,10 +195,10 @@ def test_a_winograd_with_one_wrong_transform_entry_is_caught_and_shrunk(run_pyte
         assert values["x"] == {1.0} and values["weight"] == {1.0}
 
 
-def test_an_fft_that_wraps_around_is_caught_and_shrunk(run_pytest, tmp_path):
+def test_an_fft_that_wraps_around_is_caught_and_shrunk(tmp_path, monkeypatch):
     """Padding left to the transform's wrap-around: a 1x1 input padded on one axis
     reads itself where the padding's zeros should be."""
-    (bug,) = _bugs(run_pytest, tmp_path, f"{HERE / 'buggy_algorithms.py'}:fft_wraps")
+    (bug,) = _bugs(tmp_path, monkeypatch, f"{HERE / 'buggy_algorithms.py'}:fft_wraps")
     record = bug["record"]
     params = record["params"]
     assert record["check"] == "forward"

@@ -8,13 +8,16 @@ file that exists.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from tests.harness.conftest import PROJECT_ROOT
+from tests.harness.test_triage import scripts_exit_1
 from tools import readme_example
 
 README = PROJECT_ROOT / "README.md"
@@ -77,9 +80,18 @@ def test_readme_is_short():
     assert len(README.read_text(encoding="utf-8").splitlines()) <= 300
 
 
-def test_generated_tutorial_parts_are_current():
+def test_one_default_run_of_the_tutorial(tmp_path):
+    """One default run of the tutorial (-n 2, as the README shows it), read twice: the
+    README's generated parts are current, and the run lists the tutorial's two bugs.
+    One test, so that the run is made once whichever xdist worker takes it."""
+    parts = readme_example.generate(tmp_path)
+    _generated_tutorial_parts_are_current(parts)
+    _the_run_lists_the_tutorials_two_bugs(tmp_path / "failures",
+                                          (tmp_path / "run.log").read_text())
+
+
+def _generated_tutorial_parts_are_current(parts: dict[str, str]) -> None:
     """A run of tools/readme_example.py would change nothing but what chance moves."""
-    parts = readme_example.generate()
     for key, part in parts.items():
         path = readme_example.PLACES[key][0]
         text = path.read_text(encoding="utf-8")
@@ -87,6 +99,31 @@ def test_generated_tutorial_parts_are_current():
         assert regenerated is not None, f"{path.name} lost its {key} markers"
         assert _without_chance(regenerated) == _without_chance(text), (
             f"{path.name} is stale: run python tools/readme_example.py")
+
+
+def _the_run_lists_the_tutorials_two_bugs(failures: Path, out: str) -> None:
+    summary = json.loads((failures / "summary.json").read_text())
+    (entry,) = summary["implementations"]
+    assert entry["verdict"] == "failed" and entry["examples"] > 0
+    padding, stride = entry["bugs"]
+    assert padding["failure"] == stride["failure"] == "grad_input"
+    assert padding["params"] == {
+        "batch": 1, "in_channels": 1, "out_channels": 1, "input_size": [1, 1],
+        "kernel_size": [1, 1], "stride": [1, 1], "padding": [1, 1], "dilation": [1, 1],
+        "groups": 1, "bias": True, "dtype": "float64"}
+    assert padding["trigger"].startswith("fails when padding >= 1")
+    # every check that can see it, one entry
+    assert set(padding["checks"]) >= {"grad_input", "adjoint", "finite_difference"}
+    p = stride["params"]
+    assert p["stride"] == [3, 3] and sorted(p["input_size"]) == [1, 4]  # square: the tutorial
+    assert p["kernel_size"] == [1, 1] and p["padding"] == [0, 0] and p["batch"] == 1
+    assert stride["trigger"].startswith("fails when stride >= 3 and outputs >= 2")
+    rows = {row["feature"]: row for row in stride["explanation"]["changes"]}
+    assert sorted(rows["stride"]["passes"]) == [1, 2] and sorted(rows["stride"]["fails"]) == [3, 4]
+    scripts_exit_1(failures, entry["bugs"])
+    # a few hundred lines, not the scripts (on CI pytest repeats each message in its
+    # short summary: count the reports)
+    assert len(out.split("short test summary info")[0].splitlines()) < 600
 
 
 def _main_job_items() -> list[str]:
