@@ -42,7 +42,7 @@ from harness.running.calling import CheckFailure
 from harness.running.loader import (
     Implementation,
     SpecError,
-    _is_path,
+    is_path,
     load_implementation,
     split_spec,
 )
@@ -322,7 +322,7 @@ def corpus_files(folder: Path = REGRESSIONS_DIR) -> list[Path]:
 
 def _module_file(module: str, base: Path) -> Path | None:
     """The file a spec's module part names: a path (relative to ``base``) or a dotted name."""
-    if _is_path(module):
+    if is_path(module):
         path = Path(module).expanduser()
         return (path if path.is_absolute() else base / path).resolve()
     try:

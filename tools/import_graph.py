@@ -73,6 +73,26 @@ def import_graph(root: Path, packages: tuple[str, ...]) -> dict[str, set[str]]:
     return {name: imported_modules(path, name, known) for name, path in files.items()}
 
 
+def private_imports(root: Path, packages: tuple[str, ...]) -> list[str]:
+    """``file:line: from M import _name`` for each private name a project module imports
+    from another project module (a private module of a package, ``from conv_impl
+    import _winograd``, is a module, not a name: it is not listed)."""
+    files = {module_name(path, root): path
+             for package in packages for path in sorted((root / package).rglob("*.py"))}
+    found = []
+    for name, path in files.items():
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module \
+                    or node.module not in files or node.module == name:
+                continue
+            for alias in node.names:
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                if private and f"{node.module}.{alias.name}" not in files:
+                    found.append(f"{path.relative_to(root)}:{node.lineno}: from "
+                                 f"{node.module} import {alias.name}")
+    return found
+
+
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     """One import circle as ``[a, b, ..., a]``, or None."""
     try:

@@ -47,10 +47,10 @@ def _versions() -> dict[str, str]:
 
 def _impl_file(impl_spec: str) -> str | None:
     """The absolute path of a file spec (so a replay from elsewhere finds it)."""
-    from harness.running.loader import _is_path, split_spec
+    from harness.running.loader import is_path, split_spec
 
     module, _ = split_spec(impl_spec)
-    if not _is_path(module):
+    if not is_path(module):
         return None
     return str(Path(module).expanduser().resolve())
 
@@ -149,14 +149,14 @@ def atomic_write(path: Path, text: str, durable: bool = True) -> None:
         raise
 
 
-def _safe(name: str) -> str:
+def safe_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
 def case_path(directory: Path, record: dict[str, Any], stem_prefix: str) -> Path:
     """Where ``record`` is saved: ``<prefix>-<op>-<check>-<hash of the content>.json``."""
     digest = hashlib.sha256(dump_record(record).encode()).hexdigest()[:10]
-    stem = f"{_safe(stem_prefix)}-{_safe(record['op'])}-{_safe(record['check'])}-{digest}"
+    stem = f"{safe_name(stem_prefix)}-{safe_name(record['op'])}-{safe_name(record['check'])}-{digest}"
     return Path(directory) / f"{stem}.json"
 
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from harness.problem import ConvCase
 from harness.reporting.failures import CaseFileError, case_from_record, load_case
-from harness.running.loader import _is_path, split_spec
+from harness.running.loader import is_path, split_spec
 
 FORWARD_CHECK = "forward"
 GRADIENT_CHECKS = ("grad_input", "grad_weight", "grad_bias")
@@ -442,7 +442,7 @@ def render_script(record: dict[str, Any], case: ConvCase | None = None,
     spec = record["impl"]
     module, attr = split_spec(spec)
     module_file = None
-    if _is_path(module):
+    if is_path(module):
         module_file = record.get("impl_file") or str(Path(module).expanduser().resolve())
     run_check = record.get("run_check") or record["check"]
     time_limit = recorded_time_limit(record)

@@ -467,16 +467,16 @@ class CrashRecorder:
     def __call__(self, case: Any, function: str) -> Callable[[], None] | None:
         if self.current is None:
             return None
-        from harness.reporting.failures import _safe, atomic_write, case_record
+        from harness.reporting.failures import safe_name, atomic_write, case_record
 
         spec, impl_name, check = self.current
         record = case_record(spec, case, "crashed", _crash_message(
             function, f"the test process ({self.process})", case.problem.describe(), ""),
             run_check=check, packed=True)
         record.update(function=function, during_check=check, run=self.run_id)
-        stem = f"{_safe(impl_name)}-{case.problem.op}"
-        path = self.failures_dir / f"{stem}{IN_CALL}{_safe(self.process)}.json"
-        returned = self.failures_dir / f"{stem}{RETURNED}{_safe(self.process)}.json"
+        stem = f"{safe_name(impl_name)}-{case.problem.op}"
+        path = self.failures_dir / f"{stem}{IN_CALL}{safe_name(self.process)}.json"
+        returned = self.failures_dir / f"{stem}{RETURNED}{safe_name(self.process)}.json"
         # Written before every call of the implementation, so kept cheap: arrays
         # packed as bytes, compact JSON (json's C encoder; with an indent it falls
         # back to pure Python), and not durable: it has to outlive this process,

@@ -81,14 +81,14 @@ def split_spec(spec: str) -> tuple[str, str | None]:
     return spec, None
 
 
-def _is_path(module: str) -> bool:
+def is_path(module: str) -> bool:
     return module.endswith(".py") or "/" in module or "\\" in module or Path(module).is_file()
 
 
 def short_name(spec: str) -> str:
     """What test ids call the implementation: a file's stem, or the dotted name."""
     module, attr = split_spec(spec)
-    base = Path(module).stem if _is_path(module) else module
+    base = Path(module).stem if is_path(module) else module
     return f"{base}:{attr}" if attr else base
 
 
@@ -179,7 +179,7 @@ def load_implementation(spec: str) -> Implementation:
         raise SpecError("--impl '': empty implementation spec")
     take_warnings()  # the count from here on is this import's
     module_name, attr = split_spec(spec)
-    if _is_path(module_name):
+    if is_path(module_name):
         module = _import_file(spec, Path(module_name).expanduser())
     else:
         module = _import_dotted(spec, module_name)

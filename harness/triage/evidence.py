@@ -38,6 +38,7 @@ from harness.checks.tolerance import flush_allowance, gamma, tolerance, unit_rou
 from harness.problem import DTYPES, ConvCase
 from harness.running.calling import CheckFailure, call_backward, call_forward, observing
 from harness.running.loader import Implementation
+from harness.triage.explain import values_for
 
 VALUE_KINDS = frozenset({"forward", "grad_input", "grad_weight", "grad_bias"})
 
@@ -67,8 +68,7 @@ def gather(impl: Implementation, failure: CheckFailure, case: ConvCase,
 
 
 def _noise(case: ConvCase) -> ConvCase:
-    from harness.triage.explain import _data
-    return _data(case, case.problem, dict(case.layouts), False, seed=4321)
+    return values_for(case, case.problem, dict(case.layouts), False, seed=4321)
 
 
 def precision(impl: Implementation, function: str, case: ConvCase,

@@ -270,7 +270,7 @@ def _seed(*parts: Any) -> int:
     return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:4], "little")
 
 
-def _data(case: ConvCase, p: ConvProblem, layouts: dict[str, str], keep_constants: bool,
+def values_for(case: ConvCase, p: ConvProblem, layouts: dict[str, str], keep_constants: bool,
           seed: int) -> ConvCase:
     """Values for problem ``p``: the case's constants where it had them, else seeded noise."""
     from strategies.cases import noise
@@ -307,7 +307,7 @@ class _Trials:
         verdict: bool | str = False
         for keep in (True, False):
             self.calls += 1
-            result = self.probe(_data(self.case, q, q_layouts, keep, _seed(*seed, keep)))
+            result = self.probe(values_for(self.case, q, q_layouts, keep, _seed(*seed, keep)))
             if result is True:
                 verdict = True
                 break

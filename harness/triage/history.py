@@ -49,6 +49,7 @@ from harness.reporting.script import render_script
 from harness.running.calling import CheckFailure
 from harness.running.target import Target
 from harness.triage.catalog import Bug
+from harness.triage.explain import values_for
 from harness.triage.runner import RUNNER
 
 HISTORY = "history"  # the failure of a bug whose results depend on earlier calls
@@ -241,8 +242,7 @@ def _drop(case_file: Path) -> None:
 
 
 def _other_values(case: ConvCase) -> ConvCase:
-    from harness.triage.explain import _data
-    return _data(case, case.problem, dict(case.layouts), False, seed=12345)
+    return values_for(case, case.problem, dict(case.layouts), False, seed=12345)
 
 
 def _try(target: Target, record: dict, case: ConvCase,

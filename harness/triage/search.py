@@ -44,7 +44,7 @@ from hypothesis.errors import FlakyFailure
 from harness import suite
 from harness.reporting.failures import script_path
 from harness.running.calling import CheckFailure
-from harness.running.loader import _is_path, split_spec
+from harness.running.loader import is_path, split_spec
 from harness.running.target import Target
 from harness.state import STATE, Budget, Found, RunState, TestState, running
 from harness.triage import causes, evidence
@@ -66,7 +66,7 @@ def identity(spec: str) -> str:
     """What a spec resolves to: a file's path (relative to the working folder when inside
     it, so that clones on two machines agree), or a module's dotted name; with ``:attr``."""
     module, attr = split_spec(spec)
-    if _is_path(module):
+    if is_path(module):
         path = Path(module).expanduser().resolve()
         try:
             module = path.relative_to(Path.cwd()).as_posix()

@@ -1,6 +1,7 @@
 """The project's imports flow one way: no module imports, directly or through
 others, a module that imports it (tools/import_graph.py reads them, function
-bodies included); and docs/architecture.md's layer list is the current one.
+bodies included); no module imports another's private name; and
+docs/architecture.md's layer list is the current one.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from tools.import_graph import (
     import_graph,
     layer_text,
     layers,
+    private_imports,
     render,
 )
 
@@ -73,3 +75,17 @@ def test_architecture_page_is_current():
     assert "<!-- import-layers:begin -->" in text
     assert render(text, layer_text(import_graph(ROOT, PACKAGES))) == text, (
         "docs/architecture.md's import layers are stale: run python tools/import_graph.py")
+
+
+def test_no_private_name_is_imported_from_another_module():
+    """What several modules need is a public name of the module that owns it."""
+    found = private_imports(ROOT, PACKAGES)
+    assert not found, "private names imported across modules:\n" + "\n".join(found)
+
+
+def test_a_private_import_is_found_and_a_private_module_is_not(tiny_project: Path):
+    (tiny_project / "pkg" / "sub" / "_inner.py").write_text("def _helper():\n    pass\n")
+    (tiny_project / "pkg" / "sub" / "d.py").write_text(
+        "from pkg.sub import _inner\nfrom pkg.sub._inner import _helper\n")
+    assert private_imports(tiny_project, ("pkg",)) == [
+        "pkg/sub/d.py:2: from pkg.sub._inner import _helper"]
