@@ -1,7 +1,7 @@
 """What the cases drawn during one test exercised: examples, features and notes.
 
 The strategies report each case's features here (and to Hypothesis's
-`event()`); the summary plugin opens a tally around each test and ships it
+`event()`); the summary plugin makes a `Tally` current for each test and ships it
 to the controller with the test's report, so the run summary can say what
 was generated, also under xdist.
 
@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Iterator, Mapping
 
 NOTE_PREFIX = "note: "
@@ -23,31 +25,49 @@ NOTE_PREFIX = "note: "
 ARCHETYPE_PREFIX = "archetype "
 NEIGHBOUR_SEPARATOR = " | "
 
-_current: Counter | None = None
+@dataclass
+class Tally:
+    """What one test's cases exercised: ``features`` (examples under ``"examples"``,
+    features, notes) and the ``largest`` sizes reached (`reach`)."""
+
+    features: Counter = field(default_factory=Counter)
+    largest: dict[str, int] = field(default_factory=dict)
+    #: while set, draws are not counted (`paused`)
+    paused: bool = False
 
 
-def start() -> None:
-    global _current
-    _current = Counter()
+#: the running test's tally (the summary plugin makes one current per test,
+#: `tallying`); None outside a test: nothing is counted
+_TALLY: ContextVar[Tally | None] = ContextVar("conv_harness_tally", default=None)
 
 
-def stop() -> Counter:
-    """The tally since `start` (examples under the key ``"examples"``)."""
-    global _current
-    tally, _current = _current or Counter(), None
-    return tally
+@contextlib.contextmanager
+def tallying(tally: Tally) -> Iterator[Tally]:
+    """Count what the block's draws and calls exercise into ``tally``."""
+    token = _TALLY.set(tally)
+    try:
+        yield tally
+    finally:
+        _TALLY.reset(token)
+
+
+def _counting() -> Tally | None:
+    tally = _TALLY.get()
+    return None if tally is None or tally.paused else tally
 
 
 def record(features: list[str]) -> None:
-    if _current is not None:
-        _current["examples"] += 1
-        _current.update(features)
+    tally = _counting()
+    if tally is not None:
+        tally.features["examples"] += 1
+        tally.features.update(features)
 
 
 def note(text: str) -> None:
     """Note ``text`` about the implementation under test (counted once per call)."""
-    if _current is not None:
-        _current[NOTE_PREFIX + text] += 1
+    tally = _counting()
+    if tally is not None:
+        tally.features[NOTE_PREFIX + text] += 1
 
 
 def split(tally: Mapping[str, int]) -> tuple[Counter, Counter]:
@@ -64,41 +84,31 @@ def split(tally: Mapping[str, int]) -> tuple[Counter, Counter]:
 @contextlib.contextmanager
 def paused() -> Iterator[None]:
     """Draws inside the block are not counted (a case drawn but not run)."""
-    global _current
-    saved, _current = _current, None
+    tally = _TALLY.get()
+    if tally is None:
+        yield
+        return
+    before, tally.paused = tally.paused, True
     try:
         yield
     finally:
-        _current = saved
-
-
-#: the largest sizes reached in the current test (see `reach`)
-_largest: dict[str, int] | None = None
-
-
-def start_sizes() -> None:
-    global _largest
-    _largest = {}
+        tally.paused = before
 
 
 def reach(**sizes: int) -> None:
     """Note sizes a case reached (batch, channels, positions, kernel, K): the largest are kept."""
-    if _largest is not None:
+    tally = _TALLY.get()
+    if tally is not None:
         for name, value in sizes.items():
-            if value > _largest.get(name, 0):
-                _largest[name] = value
-
-
-def stop_sizes() -> dict[str, int]:
-    global _largest
-    largest, _largest = _largest or {}, None
-    return largest
+            if value > tally.largest.get(name, 0):
+                tally.largest[name] = value
 
 
 def count(labels: list[str]) -> None:
     """Count ``labels`` as features of the current example (an implementation's own events)."""
-    if _current is not None:
-        _current.update(labels)
+    tally = _counting()
+    if tally is not None:
+        tally.features.update(labels)
 
 
 def archetype_label(name: str, feature: str | None) -> str:

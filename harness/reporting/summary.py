@@ -66,13 +66,13 @@ class Summary:
     # -- on the worker --------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item):
-        coverage.start()
-        coverage.start_sizes()
+        tally = coverage.Tally()
         try:
-            return (yield)
+            with coverage.tallying(tally):
+                return (yield)
         finally:
-            item.stash[_TALLY] = coverage.stop()
-            item.stash[_SIZES] = coverage.stop_sizes()
+            item.stash[_TALLY] = tally.features
+            item.stash[_SIZES] = tally.largest
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):

@@ -196,11 +196,13 @@ def test_notes_travel_in_the_tally():
     case = one_by_one("float32", 3.9e-39)
     expected, magnitude = oracle.evaluate(case)
     tol = tolerance(case, "y", magnitude)
-    coverage.start()
-    coverage.record(["dtype float32"])
-    note_flushes(np.zeros_like(expected.y), expected.y, tol)
-    note_flushes(expected.y, expected.y, tol)  # exact: nothing to note
-    features, notes = coverage.split(coverage.stop())
+    with coverage.tallying(coverage.Tally()) as tally:
+        coverage.record(["dtype float32"])
+        note_flushes(np.zeros_like(expected.y), expected.y, tol)
+        note_flushes(expected.y, expected.y, tol)  # exact: nothing to note
+        with coverage.paused():
+            coverage.record(["drawn, not run"])
+    features, notes = coverage.split(tally.features)
     assert features == {"examples": 1, "dtype float32": 1}
     assert notes == {FLUSH_NOTE: 1}
     coverage.note("outside a test: ignored")  # no tally open
