@@ -34,6 +34,10 @@ class Tally:
     largest: dict[str, int] = field(default_factory=dict)
     #: while set, draws are not counted (`paused`)
     paused: bool = False
+    #: how many warnings the implementation raised (harness/running/calling.py's
+    #: `silenced`), and the first one's text
+    warnings: int = 0
+    first_warning: str | None = None
 
 
 #: the running test's tally (the summary plugin makes one current per test,
@@ -102,6 +106,15 @@ def reach(**sizes: int) -> None:
         for name, value in sizes.items():
             if value > tally.largest.get(name, 0):
                 tally.largest[name] = value
+
+
+def warned(count: int, first: str) -> None:
+    """Count ``count`` warnings of the implementation under test (``first``: the first's
+    text); also while draws are paused: a warning is the implementation's, drawn or not."""
+    tally = _TALLY.get()
+    if tally is not None and count:
+        tally.warnings += count
+        tally.first_warning = tally.first_warning or first
 
 
 def count(labels: list[str]) -> None:

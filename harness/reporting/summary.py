@@ -25,7 +25,6 @@ from harness.checks.registry import REGISTRY
 from harness.problem import OPS
 from harness.reporting import coverage
 from harness.reporting.failures import atomic_write
-from harness.running.calling import take_warnings
 from harness.running.loader import Implementation
 from harness.triage.catalog import Bug, merge
 from harness.triage.search import BUGS
@@ -33,8 +32,7 @@ from harness.triage.search import BUGS
 SUMMARY_FILE = "summary.json"
 
 PROPERTY = "conv_harness"
-_TALLY = pytest.StashKey[Counter]()
-_SIZES = pytest.StashKey[dict]()
+_TALLY = pytest.StashKey[coverage.Tally]()
 #: (implementation name, op, check) of a test that is not a conformance test but whose
 #: failure is that implementation's bug: a regression case replayed (harness/replay.py)
 REPLAYED = pytest.StashKey[tuple[str, str, str]]()
@@ -71,8 +69,7 @@ class Summary:
             with coverage.tallying(tally):
                 return (yield)
         finally:
-            item.stash[_TALLY] = tally.features
-            item.stash[_SIZES] = tally.largest
+            item.stash[_TALLY] = tally
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
@@ -80,20 +77,21 @@ class Summary:
         marker = item.get_closest_marker("conv_check")
         callspec = getattr(item, "callspec", None)
         target = callspec.params.get("target") if callspec else None
+        tally = item.stash.get(_TALLY, None) or coverage.Tally()
+        warned = (tally.warnings, tally.first_warning)
         if marker is not None and hasattr(target, "impl") and (
                 call.when == "call" or report.skipped):
             report.user_properties.append((PROPERTY, {
                 "impl": target.impl.name, "op": target.op, "check": marker.args[0],
-                "tally": dict(item.stash.get(_TALLY, Counter())),
-                "bugs": item.stash.get(BUGS, []),
-                "sizes": item.stash.get(_SIZES, {}),
-                "torch": oracle.torch_available(), "warnings": take_warnings()}))
+                "tally": dict(tally.features), "bugs": item.stash.get(BUGS, []),
+                "sizes": dict(tally.largest), "torch": oracle.torch_available(),
+                "warnings": warned}))
         elif REPLAYED in item.stash and call.when == "call":  # only a failure sets it
             impl, op, check = item.stash[REPLAYED]
             report.user_properties.append((PROPERTY, {
                 "impl": impl, "op": op, "check": check, "tally": {},
                 "bugs": item.stash.get(BUGS, []), "sizes": {}, "torch": True,
-                "warnings": take_warnings()}))
+                "warnings": warned}))
         return report
 
     # -- on the controller ----------------------------------------------------

@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterator, Optional
 import numpy as np
 
 from harness.problem import ConvCase
+from harness.reporting import coverage
 
 DEFAULT_TIMEOUT = 20.0  # seconds per call: generated problems take milliseconds
 
@@ -121,8 +122,9 @@ def silenced() -> Iterator[None]:
     """Keep what an implementation prints (stdout, stderr) or warns out of the run:
     noise here, on import as on a call; a failure report says what matters.
 
-    Its warnings are counted, not lost: `take_warnings` gives how many and the
-    first, which the run's summary shows once per implementation.
+    Its warnings are counted, not lost: into the current tally
+    (harness/reporting/coverage.py's `warned`), how many and the first, which the
+    run's summary shows once per implementation.
     """
     with warnings.catch_warnings(record=True) as caught, \
             contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -133,24 +135,12 @@ def silenced() -> Iterator[None]:
             _count_warnings(caught)
 
 
-#: [count, first message] of the implementation's warnings since `take_warnings`
-_WARNED: list[Any] = [0, None]
-
-
 def _count_warnings(caught: list[warnings.WarningMessage]) -> None:
-    if caught and _WARNED[1] is None:
+    if caught:
         first = caught[0]
-        _WARNED[1] = (f"{first.category.__name__}: {one_line(str(first.message), 200)} "
-                      f"({os.path.basename(first.filename)}:{first.lineno})")
-    _WARNED[0] += len(caught)
-
-
-def take_warnings() -> tuple[int, str | None]:
-    """(how many warnings, the first one's text) the implementation raised since the
-    last call; empties the count."""
-    count, first = _WARNED
-    _WARNED[:] = [0, None]
-    return count, first
+        coverage.warned(len(caught), f"{first.category.__name__}: "
+                                     f"{one_line(str(first.message), 200)} "
+                                     f"({os.path.basename(first.filename)}:{first.lineno})")
 
 
 class _TimeLimitExceeded(BaseException):

@@ -20,7 +20,8 @@ from types import ModuleType
 from typing import Any, Callable, Iterable
 
 from harness.problem import OPS
-from harness.running.calling import silenced, take_warnings
+from harness.reporting import coverage
+from harness.running.calling import silenced
 from harness.running.capabilities import Capabilities, CapabilitiesError
 
 CONTRACT_FUNCTIONS: tuple[str, ...] = tuple(
@@ -49,7 +50,7 @@ class Implementation:
     #: the spec that loads it from this folder, when ``spec`` (as a case file
     #: recorded it elsewhere) does not: what ``--isolate``'s child process loads
     loads_from: str | None = None
-    #: (how many, the first) warnings raised while importing it (`take_warnings`)
+    #: (how many, the first) warnings raised while importing it (counted as in a test)
     import_warnings: tuple[int, str | None] = (0, None)
 
     def has(self, function: str) -> bool:
@@ -177,12 +178,12 @@ def load_implementation(spec: str) -> Implementation:
     spec = spec.strip()
     if not spec:
         raise SpecError("--impl '': empty implementation spec")
-    take_warnings()  # the count from here on is this import's
     module_name, attr = split_spec(spec)
-    if is_path(module_name):
-        module = _import_file(spec, Path(module_name).expanduser())
-    else:
-        module = _import_dotted(spec, module_name)
+    with coverage.tallying(coverage.Tally()) as imported:  # this import's warnings
+        if is_path(module_name):
+            module = _import_file(spec, Path(module_name).expanduser())
+        else:
+            module = _import_dotted(spec, module_name)
     target = _resolve_attribute(spec, module, attr) if attr else module
     functions: dict[str, Callable[..., Any]] = {}
     for name in CONTRACT_FUNCTIONS:
@@ -206,4 +207,4 @@ def load_implementation(spec: str) -> Implementation:
     return Implementation(spec=spec, name=short_name(spec), target=target,
                           functions=functions, capabilities=capabilities,
                           events=events if callable(events) else None,
-                          import_warnings=take_warnings())
+                          import_warnings=(imported.warnings, imported.first_warning))

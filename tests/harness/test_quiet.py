@@ -6,13 +6,15 @@ implementation's are counted per implementation and shown once in the summary
 from __future__ import annotations
 
 import json
+import contextlib
 import warnings
 
 import numpy as np
 
 from harness.checks.compare import compare
 from harness.checks.tolerance import Tolerance
-from harness.running.calling import silenced, take_warnings
+from harness.reporting import coverage
+from harness.running.calling import silenced
 
 
 def test_a_huge_error_over_a_tiny_bound_is_a_mismatch_without_a_warning():
@@ -28,13 +30,21 @@ def test_a_huge_error_over_a_tiny_bound_is_a_mismatch_without_a_warning():
 
 
 def test_the_implementations_warnings_are_counted_with_the_first_message():
-    take_warnings()
-    for i in range(3):
+    """Into the running test's tally, paused draws or not; another test's starts at 0;
+    outside a test they are kept out of the run and not counted."""
+    with coverage.tallying(coverage.Tally()) as tally:
+        for i in range(3):
+            with silenced(), coverage.paused() if i == 2 else contextlib.nullcontext():
+                warnings.warn(f"call {i}", UserWarning)
+    assert tally.warnings == 3 and tally.first_warning.startswith(
+        "UserWarning: call 0 (test_quiet.py:")
+    with coverage.tallying(coverage.Tally()) as other:
+        pass
+    assert (other.warnings, other.first_warning) == (0, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         with silenced():
-            warnings.warn(f"call {i}", UserWarning)
-    count, first = take_warnings()
-    assert count == 3 and first.startswith("UserWarning: call 0 (test_quiet.py:")
-    assert take_warnings() == (0, None)
+            warnings.warn("outside a test", UserWarning)
 
 
 def test_warnings_of_the_code_under_test_are_shown_once_in_the_summary(run_pytest, tmp_path):
