@@ -53,8 +53,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--conv-budget", type=float, default=0.0, metavar="SECONDS",
         help="time budget of each test (implementation x operation x check): once it is "
-             "spent the search stops where it is (a failure found is still shrunk as far as "
-             "the budget allows, saved and explained); the summary says how many examples "
+             "spent the search stops where it is, after one example at least (a failure "
+             "found is still shrunk as far as the budget allows, saved and explained); the "
+             "summary says how many examples "
              "each test got (default 0: none, the profile's example count)")
     group.addoption(
         "--conv-max-bugs", type=int, default=3, metavar="N",
