@@ -443,14 +443,16 @@ def search_in_process(run: RunState, target: Target, check: str,
     run.book.freeze()
     error: BaseException | None = None
     with running(state):
-        run.calls.spec = target.impl.spec  # its calls are recorded, as in a pytest run
+        # its calls are recorded, the triage's too, as in a pytest run
+        run.calls.spec = target.impl.spec
         try:
-            first_search()
-        except Exception as exc:  # noqa: BLE001 - what the search found, or not ours
-            error = exc
+            try:
+                first_search()
+            except Exception as exc:  # noqa: BLE001 - what the search found, or not ours
+                error = exc
+            return conclude(state, target, check, error, max_bugs, print_scripts)
         finally:
             run.calls.spec = None
-        return conclude(state, target, check, error, max_bugs, print_scripts)
 
 
 class BugSearch:
@@ -474,17 +476,20 @@ class BugSearch:
         self.run.book.freeze()
         state = TestState(run=self.run, budget=Budget.starting_now(self.budget))
         item.stash[STATE] = state
-        self.run.calls.spec = target.impl.spec  # its calls are recorded from here on
-        try:
-            with running(state):
-                result = yield
-        except Exception as exc:  # noqa: BLE001 - concluded below, or raised again
-            error: BaseException | None = exc
-        else:
-            error = None
-        finally:
-            self.run.calls.spec = None
-        verdict = conclude(state, target, check, error, self.max_bugs, self.print_scripts)
+        result = None
+        with running(state):  # the search and its triage, whose calls are recorded too
+            self.run.calls.spec = target.impl.spec
+            try:
+                try:
+                    result = yield
+                except Exception as exc:  # noqa: BLE001 - concluded below, or raised again
+                    error: BaseException | None = exc
+                else:
+                    error = None
+                verdict = conclude(state, target, check, error, self.max_bugs,
+                                   self.print_scripts)
+            finally:
+                self.run.calls.spec = None
         if verdict is None:
             return result
         item.stash[BUGS] = [bug.to_json() for bug in verdict.bugs]
