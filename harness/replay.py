@@ -426,9 +426,9 @@ def _own_failure(item: pytest.Item, impl: Implementation, replay: ReplayCase,
     target = Target(impl, replay.case.problem.op, timeout, failures_dir)
     text = suite.failure_text(impl.spec, replay.case, failure, replay.ran)
     case_file = suite.save_failure(target, failure, replay.ran, text, replay.case)
-    bug = describe_and_verify(Found(target, replay.ran, failure, replay.case, text,
-                                          case_file),
-                              TestState(run=item.config.stash.get(RUN, None) or RunState()))
+    bug = describe_and_verify(
+        Found(target, replay.ran, failure, replay.case, text, case_file),
+        TestState(run=item.config.stash.get(RUN, None) or RunState()))
     item.stash[BUGS] = [bug.to_json()]
     item.stash[REPLAYED] = (impl.name, target.op, replay.ran)
     recorded = replay.record.get("impl")

@@ -156,7 +156,8 @@ def safe_name(name: str) -> str:
 def case_path(directory: Path, record: dict[str, Any], stem_prefix: str) -> Path:
     """Where ``record`` is saved: ``<prefix>-<op>-<check>-<hash of the content>.json``."""
     digest = hashlib.sha256(dump_record(record).encode()).hexdigest()[:10]
-    stem = f"{safe_name(stem_prefix)}-{safe_name(record['op'])}-{safe_name(record['check'])}-{digest}"
+    stem = "-".join([safe_name(stem_prefix), safe_name(record["op"]),
+                     safe_name(record["check"]), digest])
     return Path(directory) / f"{stem}.json"
 
 

@@ -16,8 +16,9 @@ candidates, shortest first:
   shape, keeping the first call's weights);
 * the calls the run itself made before the failing one, from its own record
   (a `CallLog` in the run's state, the last `MAX_CALLS` calls of this
-  process): the shortest tail of them that shows it (the last 1, 2, 4, ... calls): a state built up over
-  several calls (a buffer pool, a counter), or left by particular values.
+  process): the shortest tail of them that shows it (the last 1, 2, 4, ...
+  calls): a state built up over several calls (a buffer pool, a counter), or
+  left by particular values.
 
 The harness's own record of the calls is enough to rebuild the sequence,
 and what it recorded in the case file (``before``) is enough to replay it:

@@ -31,10 +31,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -426,6 +427,21 @@ def conclude(state: TestState, target: Target, check: str, error: BaseException 
                                       _hypothesis_notes(error), met))
 
 
+@contextlib.contextmanager
+def under_way(run: RunState, target: Target, budget: float | None) -> Iterator[TestState]:
+    """A conformance test of ``target`` under way, in the plugin's hook and in
+    `search_in_process` alike: the causes known so far frozen for its searches, its own
+    state current, and its calls recorded (its triage's too) in the run's record."""
+    run.book.freeze()
+    state = TestState(run=run, budget=Budget.starting_now(budget))
+    with running(state):
+        run.calls.spec = target.impl.spec
+        try:
+            yield state
+        finally:
+            run.calls.spec = None
+
+
 def search_in_process(run: RunState, target: Target, check: str,
                       max_bugs: int = DEFAULT_MAX_BUGS, budget: float | None = None,
                       print_scripts: bool = False) -> Verdict | None:
@@ -433,26 +449,18 @@ def search_in_process(run: RunState, target: Target, check: str,
     directly: its first search under Hypothesis's current settings, then `conclude`.
     For the harness's own tests of the triage, and for any program that wants a
     verdict without a pytest run."""
-    state = TestState(run=run, budget=Budget.starting_now(budget))
-
     @given(data=st.data())
     def first_search(data: st.DataObject) -> None:
         suite.run(target, check, data, state=state)
 
     _set_key(first_search, database_key(target, check))
-    run.book.freeze()
     error: BaseException | None = None
-    with running(state):
-        # its calls are recorded, the triage's too, as in a pytest run
-        run.calls.spec = target.impl.spec
+    with under_way(run, target, budget) as state:
         try:
-            try:
-                first_search()
-            except Exception as exc:  # noqa: BLE001 - what the search found, or not ours
-                error = exc
-            return conclude(state, target, check, error, max_bugs, print_scripts)
-        finally:
-            run.calls.spec = None
+            first_search()
+        except Exception as exc:  # noqa: BLE001 - what the search found, or not ours
+            error = exc
+        return conclude(state, target, check, error, max_bugs, print_scripts)
 
 
 class BugSearch:
@@ -473,23 +481,16 @@ class BugSearch:
         if target is None:
             return (yield)
         _set_key(item.obj, database_key(target, check))
-        self.run.book.freeze()
-        state = TestState(run=self.run, budget=Budget.starting_now(self.budget))
-        item.stash[STATE] = state
         result = None
-        with running(state):  # the search and its triage, whose calls are recorded too
-            self.run.calls.spec = target.impl.spec
+        with under_way(self.run, target, self.budget) as state:
+            item.stash[STATE] = state
             try:
-                try:
-                    result = yield
-                except Exception as exc:  # noqa: BLE001 - concluded below, or raised again
-                    error: BaseException | None = exc
-                else:
-                    error = None
-                verdict = conclude(state, target, check, error, self.max_bugs,
-                                   self.print_scripts)
-            finally:
-                self.run.calls.spec = None
+                result = yield
+            except Exception as exc:  # noqa: BLE001 - concluded below, or raised again
+                error: BaseException | None = exc
+            else:
+                error = None
+            verdict = conclude(state, target, check, error, self.max_bugs, self.print_scripts)
         if verdict is None:
             return result
         item.stash[BUGS] = [bug.to_json() for bug in verdict.bugs]

@@ -28,8 +28,8 @@ spend (``thorough`` after ``dev``) searches again.
 
 Each bug rebuilt this way is a known failure that came from the database:
 the test's state (harness/state.py) keeps what `recall` rebuilt, and
-harness/database.py says so at the end of the run, bug by bug ("replayed 3 known failures of mine.py from
-redis://...").
+harness/database.py says so at the end of the run, bug by bug ("replayed 3
+known failures of mine.py from redis://...").
 
 With no example database (the ``ci`` and ``harness-test`` profiles) nothing
 is stored nor recalled.
