@@ -168,16 +168,28 @@ VALUE_KINDS = frozenset({"forward", "grad_input", "grad_weight", "grad_bias"})
 _FUNCTION = re.compile(r"\bconv(?:_transpose)?[123]d(?:_backward)?\b")
 
 
+#: a number, or numbers in a row: ``3``, ``2, 3``, ``4x4``, ``(1, 2, 3)``, ``[2, 3]``
+_NUMBERS = re.compile(r"[(\[]\s*\d+(?:\s*[,x]\s*\d+)*\s*,?\s*[)\]]|\d+(?:\s*[,x]\s*\d+)*")
+
+
+def _numbers(text: str) -> str:
+    """``text`` with every number, and every tuple or run of numbers, as one ``N``: a
+    message that names a call's sizes reads the same in every dimension."""
+    return _NUMBERS.sub("N", text)
+
+
 def signature(kind: str, message: str) -> str:
     """What kind of failure, exactly, in words that do not depend on the function or the
-    problem's sizes: ``raised ValueError: dilation N is not supported``, ``returns float32``."""
+    problem's sizes, nor on its number of dimensions: ``raised ValueError: dilation N
+    is not supported`` (for ``dilation 2`` and ``dilation (1, 2)`` alike), ``returns
+    float32``."""
     first = message.splitlines()[0] if message else ""
     if kind == "dtype":
         found = re.search(r"has dtype (\w+)", first)
         return f"returns {found.group(1)}" if found else kind
     if kind == "raised":
         text = first.split(" raised ", 1)[-1]
-        return "raised " + re.sub(r"\d+", "N", _FUNCTION.sub("F", text))[:160]
+        return "raised " + _numbers(_FUNCTION.sub("F", text))[:160]
     if kind in ("shape", "nonfinite", "result_type"):
         found = re.search(r"'s (grad_input|grad_weight|grad_bias|result)", first)
         return f"{kind} of {found.group(1)}" if found else kind

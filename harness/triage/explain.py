@@ -345,8 +345,12 @@ def explain(case: ConvCase, probe: Probe, caps: Capabilities) -> Explanation:
             rows.append(_row(feature, axis if on_axis and not caps.square else None, minimal,
                              outcome))
             results[feature] = outcome
+    off_axis = _off_axis_rows(p, layouts, axis, axes, trials, caps)
     trigger = [c for c in (_trigger_condition(row, results[row.feature], caps)
                            for row in rows) if c is not None]
+    trigger += [c for c in (_trigger_condition(row, _outcome(row), caps) for row in off_axis)
+                if c is not None]
+    rows += off_axis
     if not trigger:  # fails on the simplest problem: does it need a trivial value?
         trigger = [c for c in (_needs_trivial(row, results[row.feature], caps)
                                for row in rows) if c is not None]
@@ -357,6 +361,36 @@ def explain(case: ConvCase, probe: Probe, caps: Capabilities) -> Explanation:
     return Explanation(rows=tuple(rows + derived_rows), trigger=tuple(trigger),
                        calls=trials.calls,
                        trivial=tuple((f, ft.trivial(f, caps)) for f in ft.FEATURES))
+
+
+def _off_axis_rows(p: ConvProblem, layouts: dict[str, str], axis: int,
+                   axes: tuple[int, ...], trials: _Trials, caps: Capabilities) -> list[Row]:
+    """Rows for what the minimal problem has on an axis the explanation does not vary.
+
+    A minimal problem may need a feature on another axis than its main one (a size
+    check that refuses any dilation, then finds the kernel too large on another
+    axis: dilation 2 on w, kernel 2 on h). Each such non-trivial value is made
+    trivial on its axis alone; where that passes, the row says so and the
+    trigger needs it (on some axis). One call per such value.
+    """
+    rows = []
+    current = ft.values(p, layouts)
+    for feature in ft.AXIS_FEATURES:
+        trivial = ft.trivial(feature, caps)
+        if current[feature][axis] != trivial:
+            continue  # varied on the main axis, and on every axis sharing its value
+        for other, value in enumerate(current[feature]):
+            if other in axes or value == trivial:
+                continue
+            changed = ft.with_feature(p, layouts, feature, trivial, (other,))
+            if changed is not None and trials.outcome(*changed, (feature, other)) is False:
+                rows.append(_row(feature, other, value, {value: True, trivial: False}))
+    return rows
+
+
+def _outcome(row: Row) -> dict[Any, bool | str]:
+    """A row's outcome of each value tried: True fails, False passes, a kind masked."""
+    return {**{v: True for v in row.fails}, **{v: False for v in row.passes}, **dict(row.other)}
 
 
 def _sharing(current: dict[str, Any], feature: str, axis: int, axes: tuple[int, ...],

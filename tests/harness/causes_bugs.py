@@ -124,6 +124,11 @@ def _product_forward(fwd, x, weight, bias, **kw):
 #: Forward wrong when K >= 2 (in channels per group x kernel taps), with a bias.
 product_bias = _module(_product_forward, dims=(2,))
 
+#: The same bug in an implementation of square problems only: its smallest kernel
+#: above one tap has four, but two channels and one tap make K = 2 (issue 34).
+product_bias_square = _module(_product_forward, dims=(2,))
+product_bias_square.CAPABILITIES = {"square": True}
+
 
 # -- masking: a second bug raises where the first would show ------------------------
 
@@ -189,3 +194,24 @@ def _read_past_backward(bwd, grad_output, x, weight, bias, *, stride, padding, d
 #: remainder rows of grad_input come from past the image (the next image's rows, and
 #: for the last image what an earlier call left, or NaN).
 read_past = _module(backward=_read_past_backward, dims=(2,))
+
+
+# -- one size check, three dimensions: its message names each call's shapes ---------
+
+def _check_dilated_fits(x, weight, padding, dilation) -> None:
+    """A size check that forgets the padding: the dilated kernel must fit the input
+    alone. It raises with the shapes in its message, which differ per dimension."""
+    extent = tuple(d * (k - 1) + 1 for k, d in zip(weight.shape[2:], dilation))
+    if any(d > 1 for d in dilation) and any(e > n for e, n in zip(extent, x.shape[2:])):
+        raise ValueError(f"dilated kernel {extent} does not fit input of shape "
+                         f"{tuple(x.shape)}")
+
+
+def _size_check_forward(fwd, x, weight, bias, *, padding, dilation, **kw):
+    _check_dilated_fits(x, weight, padding, dilation)
+    return fwd(x, weight, bias, padding=padding, dilation=dilation, **kw)
+
+
+#: One cause in conv1d, conv2d and conv3d: a dilated kernel larger than the unpadded
+#: input is refused, by a message with that call's shapes in it.
+nd_size_check = _module(_size_check_forward)

@@ -347,6 +347,31 @@ def test_signatures_do_not_depend_on_the_function_or_sizes():
                            "float16") == "returns float32"
 
 
+def test_signatures_do_not_depend_on_the_number_of_dimensions():
+    """Issue 34: an N-d library's size check names each call's shapes, as tuples."""
+    assert signature("raised", "conv1d raised ValueError: kernel (3,) too large for (1, 1, 2)") \
+        == signature("raised", "conv3d raised ValueError: kernel (3, 1, 1) too large for "
+                               "(1, 1, 2, 2, 2)") \
+        == signature("raised", "conv2d raised ValueError: kernel [3, 1] too large for 1x1x2x2") \
+        == "raised ValueError: kernel N too large for N"
+    assert signature("raised", "conv2d raised ValueError: kernel (3, 1) too large") != \
+        signature("raised", "conv2d raised ValueError: stride (3, 1) too large")
+
+
+def test_a_feature_needed_on_another_axis_than_the_main_one_is_in_the_trigger():
+    """The size check refuses a kernel larger than the unpadded input once any axis is
+    dilated: conv3d's minimal case has its kernel and padding on h, its dilation on
+    w. The explanation varies h; making w's dilation 1 passes, so the trigger needs it."""
+    p = parse_descriptor("mb1ic1id1ih1iw1oc1kd1kh2kw1sd1sh1sw1pd0ph1pw0dd0dh0dw1",
+                         op="conv3d", dtype="float64", bias=True)
+    case = constant_case(p)
+    impl, failure = first_failure("nd_size_check", "forward", case)
+    explanation = explain(case, failure_probe(impl, failure, None), impl.capabilities)
+    assert [c.text() for c in explanation.trigger] == ["padding >= 1", "kernel >= 2",
+                                                       "dilation >= 2"]
+    assert "dilation (axis 2)       1:pass  2*:FAIL" in explanation.table()
+
+
 def test_the_book_of_causes_is_shared_through_the_folder(tmp_path, monkeypatch):
     monkeypatch.delenv(causes.RUN_ENV, raising=False)
     causes.new_run(tmp_path)
@@ -462,6 +487,22 @@ def test_a_cause_on_any_axis_is_one_entry_whichever_axis_each_function_shows(run
     assert len(bugs) == 1, [(b["function"], b["descriptor"], b["trigger"]) for b in bugs]
     (bug,) = bugs
     assert sorted(bug["functions"]) == ["conv2d_backward", "conv3d_backward"], bug
+    assert bug["reproduces_alone"] is True
+    scripts_exit_1(failures, bugs)
+
+
+def test_a_cause_in_three_dimensions_is_one_entry(tmp_path, monkeypatch):
+    """Issue 34: the size check raises in conv1d, conv2d and conv3d with messages that
+    differ in the shapes they name: one entry listing the three, its script exits 1."""
+    bugs, failures, _ = in_process(tmp_path, monkeypatch, "nd_size_check", ("forward",),
+                                   ("conv1d", "conv2d", "conv3d"))
+    assert len(bugs) == 1, [(b["function"], b["descriptor"], b["trigger"]) for b in bugs]
+    (bug,) = bugs
+    assert sorted(bug["functions"]) == ["conv1d", "conv2d", "conv3d"], bug
+    assert bug["trigger"].startswith("fails when padding >= 1 and kernel >= 2 and "
+                                     "dilation >= 2"), bug["trigger"]
+    p = bug["params"]
+    assert p["batch"] == p["in_channels"] == p["out_channels"] == 1, p
     assert bug["reproduces_alone"] is True
     scripts_exit_1(failures, bugs)
 
