@@ -164,6 +164,10 @@ class Bug:
 
 #: failures that show a deterministic cause's state rather than a cause of their own
 SYMPTOMS = frozenset({"nonfinite", "history"})
+#: failures that show a function keeps state between calls: the entry that the
+#: symptoms of that state (a call that does not repeat, results that depend on the
+#: calls before) belong to
+STATEFUL = frozenset({"repeatable", "history"})
 VALUE_KINDS = frozenset({"forward", "grad_input", "grad_weight", "grad_bias"})
 _FUNCTION = re.compile(r"\bconv(?:_transpose)?[123]d(?:_backward)?\b")
 
@@ -194,6 +198,12 @@ def signature(kind: str, message: str) -> str:
         found = re.search(r"'s (grad_input|grad_weight|grad_bias|result)", first)
         return f"{kind} of {found.group(1)}" if found else kind
     return kind
+
+
+def stateful(bug: Bug) -> bool:
+    """Whether ``bug`` shows that its function keeps state between calls: its kind
+    says so, or its call did not repeat on the same inputs (evidence)."""
+    return bug.failure in STATEFUL or bool(bug.evidence.get("unrepeatable"))
 
 
 def _same_conditions(a: list[Condition], b: list[Condition]) -> bool:
@@ -227,6 +237,9 @@ def part_of(bug: Bug, entry: Bug) -> bool:
             and entry.signature == f"returns {low}" \
             and matches(entry.conditions, bug.problem, bug.layouts):
         return True
+    if stateful(bug) and stateful(entry) and bug.function in (entry.functions
+                                                              or [entry.function]):
+        return True  # calls that do not repeat: the state one function keeps
     if bug.failure in SYMPTOMS and entry.failure not in SYMPTOMS and entry.conditions \
             and bug.function in (entry.functions or [entry.function]) \
             and matches(entry.conditions, bug.problem, bug.layouts):
@@ -244,8 +257,10 @@ def merge(bugs: list[Bug], order: list[str]) -> list[Bug]:
     of its own kind and function.
     """
     rank = {name: i for i, name in enumerate(order)}
-    ranked = sorted(bugs, key=lambda b: (b.sighting, b.failure in SYMPTOMS,
-                                         bool(b.evidence.get("precision"))
+    ranked = sorted(bugs, key=lambda b: (b.sighting, b.failure in SYMPTOMS
+                                         or bool(b.evidence.get("unrepeatable")),
+                                         bool(b.evidence.get("unrepeatable"))
+                                         or bool(b.evidence.get("precision"))
                                          or bool(b.evidence.get("consistent")),
                                          rank.get(b.check, len(rank)), _size(b)))
     out: list[Bug] = []

@@ -22,6 +22,12 @@ that a finding that is a symptom of a known cause (harness/triage/catalog.py,
     rounding bound of those sums. Both true: the backward inherits the
     forward's error (an autograd backward, or one that reuses the forward's
     windows).
+``unrepeatable``
+    ``"k of n"``: of `REPEATS` further calls on the same inputs, how many gave
+    results other than the first's, bit for bit (absent when all agreed). A
+    failure whose call does not repeat (a cache not cleared, memory not
+    initialised) is a symptom of the state its function keeps, not a cause
+    of its own, and an explanation of it would read noise as a trigger.
 """
 
 from __future__ import annotations
@@ -50,6 +56,10 @@ def gather(impl: Implementation, failure: CheckFailure, case: ConvCase,
         return {}
     out: dict[str, Any] = {}
     try:
+        differ = unrepeatable(impl, failure.function, case, timeout)
+        if differ:
+            out["unrepeatable"] = f"{differ} of {REPEATS}"
+            return out  # what the other evidence measures would be noise too
         low = precision(impl, failure.function, case, timeout, failure.check)
         if low:
             out["precision"] = low
@@ -65,6 +75,30 @@ def gather(impl: Implementation, failure: CheckFailure, case: ConvCase,
     except CheckFailure:
         pass
     return out
+
+
+#: further calls on a failing case's inputs, to tell a call that does not repeat
+REPEATS = 3
+
+
+def unrepeatable(impl: Implementation, function: str, case: ConvCase,
+                 timeout: float | None) -> int:
+    """How many of `REPEATS` further calls of ``function`` on ``case`` give results that
+    differ, bit for bit, from the first call's; where none do, on seeded noise (a
+    minimal case of zeros can hide a cache that accumulates)."""
+    call = call_backward if function.endswith("_backward") else call_forward
+
+    def results(values: ConvCase) -> list[bytes]:
+        with observing():
+            out = call(impl.function(function), values, timeout)
+        return [b"" if a is None else np.asarray(a).tobytes()
+                for a in (out if isinstance(out, tuple) else (out,))]
+    for values in (case, _noise(case)):
+        first = results(values)
+        differ = sum(results(values) != first for _ in range(REPEATS))
+        if differ:
+            return differ
+    return 0
 
 
 def _noise(case: ConvCase) -> ConvCase:

@@ -474,7 +474,7 @@ def _derived(p: ConvProblem, layouts: dict[str, str], axis: int, axes: tuple[int
         if minimal <= 1 or not parts:
             continue
         outcome: dict[Any, bool | str] = {1: False}
-        for value in sorted({minimal, minimal + 1}):
+        for value in sorted({minimal, minimal + 1} | _smaller(minimal)):
             verdicts = [trials.outcome(*q, (name, value, i)) for i, q in
                         enumerate(ft.realisations(p, layouts, name, value, axis, axes))]
             verdicts = [v for v in verdicts if v is not None]
@@ -486,8 +486,33 @@ def _derived(p: ConvProblem, layouts: dict[str, str], axis: int, axes: tuple[int
         row = _row(name, axis if on_axis else None, minimal, outcome)
         rows.append(row)
         trigger = [c for c in trigger if c.feature not in components]
-        trigger.append(Condition(name, ">=", minimal, axis if on_axis else None))
+        trigger.append(Condition(name, ">=", _lowest_failing(outcome, minimal),
+                                 axis if on_axis else None))
     return rows, trigger
+
+
+#: a derived feature's smaller values are each tried up to this one; above, three
+SMALLER_TRIED = 8
+
+
+def _smaller(minimal: int) -> set[int]:
+    """The values below a derived feature's minimal one that are tried, each realised
+    by every component that can carry it: the minimal problem reached its value by
+    the components its search shrank, which may not be the ones that give the least
+    (four taps of a square kernel, where two channels give K = 2)."""
+    if minimal <= SMALLER_TRIED:
+        return set(range(2, minimal))
+    return {2, minimal // 2, minimal - 1}
+
+
+def _lowest_failing(outcome: dict[Any, bool | str], minimal: int) -> int:
+    """The least value tried from which every value tried up to ``minimal`` fails."""
+    lowest = minimal
+    for value in sorted((v for v in outcome if v < minimal), reverse=True):
+        if outcome[value] is not True:
+            break
+        lowest = value
+    return lowest
 
 
 def _excluded(caps: Capabilities, p: ConvProblem, layouts: dict[str, str]) -> bool:

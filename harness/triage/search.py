@@ -155,7 +155,11 @@ def describe(found: Found, state: TestState, print_script: bool = False) -> Bug:
                              case.problem.op, case.problem.params(), dict(case.layouts),
                              found.check)
     note = ""
-    if recalled is not None:  # explained by an earlier run sharing the database
+    explanation = None
+    if bug.evidence.get("unrepeatable"):  # a trigger drawn from such calls would be noise
+        bug.trigger = (f"does not repeat: {bug.evidence['unrepeatable']} further calls on "
+                       "the same inputs gave other results (state kept between calls)")
+    elif recalled is not None:  # explained by an earlier run sharing the database
         old, explanation, raw, source = recalled
         state.recalled.append((raw, source))
         bug.trigger, bug.conditions = old.trigger, list(old.conditions)
@@ -173,7 +177,7 @@ def describe(found: Found, state: TestState, print_script: bool = False) -> Bug:
         bug.trigger, bug.conditions = explanation.one_line(), list(explanation.trigger)
         bug.explanation = list(explanation.rows)
     bug.cause = causes.new_id()
-    if recalled is None:
+    if recalled is None and explanation is not None:
         stored.remember(key, target.impl.target, bug, explanation)
     bug.report = _bug_text(found, bug.trigger, explanation, print_script) + note
     book.publish(target.impl.spec, bug)
@@ -234,7 +238,7 @@ def _why(bug: Bug, known: Bug) -> str:
 
 def _bug_text(found: Found, trigger: str, explanation, print_script: bool = False) -> str:
     lines = [found.text, f"trigger:   {trigger}"]
-    if explanation.rows:
+    if explanation is not None and explanation.rows:
         lines.append("explanation: single changes to this problem, with fresh data "
                      f"(* its own value; {explanation.calls} calls):")
         lines.append(explanation.table())

@@ -215,3 +215,23 @@ def _size_check_forward(fwd, x, weight, bias, *, padding, dilation, **kw):
 #: One cause in conv1d, conv2d and conv3d: a dilated kernel larger than the unpadded
 #: input is refused, by a message with that call's shapes in it.
 nd_size_check = _module(_size_check_forward)
+
+
+# -- a scratch buffer reused without being cleared ----------------------------------
+
+#: the output buffer of each shape, kept between calls (a workspace cache)
+_SCRATCH: dict[tuple, np.ndarray] = {}
+
+
+def _cached_forward(fwd, x, weight, bias, **kw):
+    """The result accumulated into a cached buffer that is never zeroed: right on the
+    first call of each shape, wrong on every later one."""
+    y = fwd(x, weight, bias, **kw)
+    key = (y.shape, y.dtype.str)
+    buffer = _SCRATCH.setdefault(key, np.zeros(y.shape, y.dtype))
+    buffer += y
+    return buffer.copy()
+
+
+#: One cause: results depend on the calls before (a cache not cleared).
+dirty_cache = _module(_cached_forward, dims=(2,))

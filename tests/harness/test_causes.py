@@ -93,6 +93,19 @@ def test_a_condition_on_a_product_is_stated_as_k(minimal):
     assert explanation.one_line().startswith("fails when with bias and K (in channels")
 
 
+def test_a_product_condition_tries_the_smaller_values_each_component_can_carry():
+    """Issue 34: under square-only capabilities the smallest kernel above one tap has
+    four, so a minimal problem with a 2x2 kernel read "K >= 4". Two channels and one
+    tap make K = 2, which fails too: the trigger says K >= 2."""
+    case = constant_case(problem(kernel_size=(2, 2), input_size=(2, 2)), b=1.0)
+    impl, failure = first_failure("product_bias_square", "forward", case)
+    explanation = explain(case, failure_probe(impl, failure, None), impl.capabilities)
+    assert [c.text() for c in explanation.trigger] == [
+        "with bias", "K (in channels per group x kernel taps) >= 2"]
+    row = next(r for r in explanation.rows if r.feature == "K")
+    assert row.minimal == 4 and {2, 3, 4} <= set(row.fails) and 1 in row.passes
+
+
 @pytest.mark.parametrize("minimal", [dict(), dict(kernel_size=(1, 2)), dict(stride=(1, 2))],
                          ids=["two outputs", "two taps", "a stride's remainder"])
 def test_a_condition_on_the_padded_input_is_stated_as_its_size(minimal):
@@ -504,6 +517,35 @@ def test_a_cause_in_three_dimensions_is_one_entry(tmp_path, monkeypatch):
     p = bug["params"]
     assert p["batch"] == p["in_channels"] == p["out_channels"] == 1, p
     assert bug["reproduces_alone"] is True
+    scripts_exit_1(failures, bugs)
+
+
+def test_a_call_that_does_not_repeat_is_evidence_not_a_trigger():
+    """Issue 34: a cache that accumulates without being cleared. Its wrong forward
+    does not repeat on the same inputs (on the case's zeros it may: then on noise);
+    the evidence says so, and such a finding is part of the entry of the state kept."""
+    case = constant_case(problem(), b=1.0)
+    impl = load_implementation(spec("dirty_cache"))
+    examine("forward", impl, case)
+    (failure,) = examine("forward", impl, case)  # the second call reads the first's
+    assert evidence.gather(impl, failure, case, None) == {"unrepeatable": "3 of 3"}
+    finding = _bug("forward", "conv2d", problem(), evidence={"unrepeatable": "3 of 3"})
+    state = _bug("repeatable", "conv2d", problem())
+    assert part_of(finding, state) and part_of(state, finding)
+    assert not part_of(finding, _bug("repeatable", "conv2d_backward", problem()))
+    assert not part_of(_bug("forward", "conv2d", problem()), state)
+
+
+def test_a_cache_not_cleared_is_one_entry(tmp_path, monkeypatch):
+    """Issue 34: its symptoms (repeatable, a wrong forward that depends on the calls
+    before) are one entry, not one per check, and no trigger is read from noise."""
+    bugs, failures, _ = in_process(tmp_path, monkeypatch, "dirty_cache",
+                                   ("forward", "repeatable", "linearity"))
+    assert len(bugs) == 1, [(b["failure"], b["check"], b["trigger"]) for b in bugs]
+    (bug,) = bugs
+    assert bug["failure"] in ("history", "repeatable"), bug
+    assert {"forward", "repeatable"} <= set(bug["checks"]), bug
+    assert bug["case_file"] and bug["reproduces_alone"] is True, bug
     scripts_exit_1(failures, bugs)
 
 
