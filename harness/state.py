@@ -126,6 +126,9 @@ class TestState:
     recalled: list[tuple[dict[str, Any], str]] = field(default_factory=list)
     #: where the follow-up searches skipped as searched before were recorded
     skipped: list[str] = field(default_factory=list)
+    #: while a search is focused on an archetype the catalogue sweep failed on
+    #: (harness/triage/sweep.py): that archetype and its neighbour's feature, else None
+    focus: tuple[Any, str | None] | None = None
 
     def take_found(self) -> list[Found]:
         found, self.found = self.found, []

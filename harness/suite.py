@@ -36,7 +36,7 @@ from harness.state import current as current_state
 from harness.triage import causes
 from harness.triage.catalog import Bug
 from strategies import archetypes, conv_cases
-from strategies.problems import Bounds
+from strategies.problems import Bounds, Focus
 
 VALUE_CHECKS: tuple[str, ...] = ("forward", "grad_input", "grad_weight", "grad_bias")
 
@@ -281,14 +281,16 @@ def choose_sizes(target: Target, check: str, caps: Capabilities,
 
 
 @functools.lru_cache(maxsize=256)
-def case_strategy(check: str, op: str, caps: Capabilities,
-                  bounds: Bounds | None = None) -> st.SearchStrategy[ConvCase]:
+def case_strategy(check: str, op: str, caps: Capabilities, bounds: Bounds | None = None,
+                  focus: Focus | None = None) -> st.SearchStrategy[ConvCase]:
     """The cases ``check`` draws for ``op``: one strategy object per test, not per
     example (a new one would be validated and labelled again each time).
-    ``bounds`` (what ``--conv-budget`` chose, `budget_bounds`) applies to the
+    ``bounds`` (what ``--conv-budget`` chose, `budget_bounds`) and ``focus`` (an
+    archetype a search is focused on, harness/triage/sweep.py) apply to the
     checks that draw ordinary cases; those with cases of their own keep theirs."""
     custom = REGISTRY[check].cases
-    return custom(op, caps) if custom else conv_cases(op, capabilities=caps, bounds=bounds)
+    return custom(op, caps) if custom else conv_cases(op, capabilities=caps, bounds=bounds,
+                                                      focus=focus)
 
 
 def _reach(case: ConvCase) -> None:
@@ -300,21 +302,26 @@ def _reach(case: ConvCase) -> None:
                                                   p.grad_weight_terms()))
 
 
-def _report_events(target: Target) -> None:
-    """The implementation's own labels of what its calls did (``harness_events``), as
-    Hypothesis events and features of the run summary."""
+def implementation_events(target: Target) -> list[str]:
+    """The implementation's own labels of what its calls did since it was last asked
+    (``harness_events``), counted as features of the run summary; none from a broken hook."""
     if target.impl.events is None:
-        return
+        return []
     try:
         labels = [str(label) for label in target.impl.events()]
     except Exception:  # noqa: BLE001 - a broken hook must not fail the check
-        return
+        return []
     coverage.count(labels)
-    for label in labels:
+    return labels
+
+
+def report_events(target: Target) -> None:
+    """`implementation_events`, also as Hypothesis events of the running example."""
+    for label in implementation_events(target):
         event(label)
 
 
-def _sighted(state: TestState, target: Target, check: str, failure: CheckFailure,
+def sighted(state: TestState, target: Target, check: str, failure: CheckFailure,
              drawn: ConvCase) -> bool:
     """Whether a cause known run-wide (found by another search, maybe another worker)
     covers ``failure``: then it is a sighting of that cause, not a failure to shrink."""
@@ -350,7 +357,7 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
     state = state if state is not None else current_state()
     caps = check_capabilities(target, check)
     strategy = case_strategy(check, target.op, caps,
-                             budget_bounds(state.budget, target, check, caps))
+                             budget_bounds(state.budget, target, check, caps), state.focus)
     if state.budget.spent() and not current_build_context().is_final:
         # Out of time: the case is still drawn (Hypothesis requires the same
         # choices to draw the same way) but not run nor counted, so the rest of
@@ -366,9 +373,9 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
         reject()  # a follow-up search: that bug's trigger is excluded
     state.budget.examples += 1
     failures = examine(check, target.impl, case, target.timeout)
-    _report_events(target)
+    report_events(target)
     fresh = [f for f in failures if not any(bug.covers(f) for bug in known)]
-    fresh = [f for f in fresh if not _sighted(state, target, check, f, case)]
+    fresh = [f for f in fresh if not sighted(state, target, check, f, case)]
     if not fresh:
         return
     failure = fresh[0]

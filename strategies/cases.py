@@ -20,7 +20,7 @@ from harness.problem import ARRAY_NAMES, LAYOUTS, ConvCase, ConvProblem
 from harness.reporting import coverage
 from harness.running.capabilities import Capabilities
 from strategies.archetypes import coverage_label
-from strategies.problems import DEFAULT_BOUNDS, Bounds, conv_problems
+from strategies.problems import DEFAULT_BOUNDS, Bounds, Focus, conv_problems
 
 MAX_ABS_VALUE = 4.0
 
@@ -153,11 +153,12 @@ def conv_cases(
     capabilities: Capabilities | None = None,
     bounds: Bounds | None = None,
     where: Callable[[ConvProblem], bool] | None = None,
+    focus: Focus | None = None,
 ) -> st.SearchStrategy[ConvCase]:
     """Whole cases: a valid problem for ``op``, its values and memory layouts.
 
-    ``capabilities``, ``bounds`` and ``where`` choose the problem as in
-    `conv_problems`.
+    ``capabilities``, ``bounds``, ``where`` and ``focus`` choose the problem as
+    in `conv_problems`.
 
     Usable from your own tests::
 
@@ -169,7 +170,7 @@ def conv_cases(
             y = my_conv2d(case.x, case.weight, case.bias, **case.problem.kwargs())
     """
     caps = capabilities if capabilities is not None else Capabilities()
-    problems = conv_problems(op, capabilities=caps, bounds=bounds, where=where)
+    problems = conv_problems(op, capabilities=caps, bounds=bounds, where=where, focus=focus)
     flat = caps.for_op(op) if isinstance(caps, Capabilities) else caps
 
     @st.composite

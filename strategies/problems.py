@@ -207,6 +207,10 @@ def _size(draw, lo: int, hi: int) -> int:
     return max(lo, _snapped(base, snap, hi))
 
 
+#: an archetype and the feature its neighbour changes (None: the archetype itself)
+Focus = tuple[Archetype, "str | None"]
+
+
 def _check_op(op: str) -> None:
     if op not in OPS:
         raise InvalidArgument(f"op={op!r} is not a convolution this harness knows; "
@@ -219,15 +223,25 @@ def conv_problems(
     capabilities: Capabilities | None = None,
     bounds: Bounds | None = None,
     where: Callable[[ConvProblem], bool] | None = None,
+    focus: Focus | None = None,
 ) -> st.SearchStrategy[ConvProblem]:
     """Valid problems for ``op`` (``"conv2d"``, ``"conv_transpose1d"``, ...).
 
     ``capabilities`` narrows what is drawn (an implementation's declared
     ``CAPABILITIES``); ``bounds`` caps the sizes (default: `DEFAULT_BOUNDS`);
-    ``where``: only problems it accepts (a filter). While problems are pinned
-    (``--conv-problem``, strategies/pinned.py), only those are drawn.
+    ``where``: only problems it accepts (a filter). ``focus``: an archetype of
+    ``op`` (strategies/archetypes.py) and the feature its neighbour changes, or
+    None: every problem is drawn from it, as a share of the problems are
+    otherwise (shrinking still takes away what a failure does not need). While
+    problems are pinned (``--conv-problem``, strategies/pinned.py), only those
+    are drawn.
     """
     _check_op(op)
+    if focus is not None and (len(focus) != 2 or not isinstance(focus[0], Archetype)
+                              or focus[0].op != op or focus[1] not in (None,)
+                              + archetypes.FEATURES):
+        raise InvalidArgument(f"focus must be (an archetype of {op}, one of "
+                              f"{archetypes.FEATURES} or None), got {focus!r}")
     caps = capabilities if capabilities is not None else Capabilities()
     if not isinstance(caps, Capabilities):
         raise InvalidArgument(f"capabilities must be a Capabilities, got {caps!r}")
@@ -239,7 +253,7 @@ def conv_problems(
     if pinned.active():
         return pinned.problems(op, caps, limits.kernel == 1, where, _max_terms,
                                FLOAT16_MAX_TERMS)
-    drawn = _problems(op, caps, limits)
+    drawn = _problems(op, caps, limits, focus)
     return drawn if where is None else drawn.filter(where)
 
 
@@ -590,12 +604,13 @@ def _kept(draw, arch: Archetype | None, feature: str, drawn: tuple[int, ...],
 
 
 @st.composite
-def _problems(draw, op: str, caps: Capabilities, b: Bounds) -> ConvProblem:
+def _problems(draw, op: str, caps: Capabilities, b: Bounds,
+              focus: Focus | None = None) -> ConvProblem:
     spec = OPS[op]
     axes = spec.spatial_dims
     allowed = tuple(caps.dtypes)  # narrowed by each feature drawn; never empty
     large = b.large is not None and draw(_ints(0, ODDS)) == ODDS
-    arch, off = _draw_archetype(draw, op, caps, b)
+    arch, off = _draw_archetype(draw, op, caps, b) if focus is None else focus
     only_float16 = allowed == ("float16",)
     sizes = _Sizes(draw, b, large,
                    FLOAT16_MAX_TERMS if only_float16 else (b.large.max_terms if large else 0))

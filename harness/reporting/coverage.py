@@ -67,6 +67,19 @@ def record(features: list[str]) -> None:
         tally.features.update(features)
 
 
+#: the tally's key of the catalogue sweep's calls (harness/triage/sweep.py): counted
+#: apart from the examples, which are Hypothesis's (a profile's ``max_examples``)
+VISITS = "catalogue sweep visits"
+
+
+def record_visit(features: list[str]) -> None:
+    """Count one call of the catalogue sweep, and the features of its case."""
+    tally = _counting()
+    if tally is not None:
+        tally.features[VISITS] += 1
+        tally.features.update(features)
+
+
 def note(text: str) -> None:
     """Note ``text`` about the implementation under test (counted once per call)."""
     tally = _counting()

@@ -146,10 +146,12 @@ class Summary:
             out.append({"impl": impl.spec, "verdict": "failed" if failed else (
                 "passed" if record.outcomes else "nothing ran"),
                 "examples": record.tally.get("examples", 0), "bugs": bugs,
+                "sweep_visits": record.tally.get(coverage.VISITS, 0),
                 "examples_per_test": {f"{check} {op}": n for (check, op), n in
                                       sorted(record.examples.items())},
                 "notes": sorted(notes), "largest": dict(record.largest),
                 "archetypes": coverage.archetypes(record.tally),
+                "paths": {path: record.tally.get(path, 0) for path in impl.paths},
                 "crashed": list(record.crashed),
                 "warnings": dict(zip(("count", "first"), warnings_of(impl, record))),
                 "operations_not_run": operations_not_provided(impl),
@@ -205,6 +207,10 @@ class Summary:
         tally, notes = coverage.split(record.tally)
         examples = tally.pop("examples", 0)
         lines.append(f"  examples tried: {examples}")
+        visits = tally.pop(coverage.VISITS, 0)
+        if visits:
+            lines.append(f"  catalogue sweep: {visits} visits (each archetype and one-step "
+                         "neighbour, and each declared path, once per check that passed)")
         if record.largest:
             labels = {"batch": "batch", "channels_per_group": "channels per group",
                       "positions": "output positions per image", "kernel": "kernel",
@@ -217,6 +223,10 @@ class Summary:
                 for text, count in sorted(notes.items())))
         if coverage.archetypes(tally):
             lines.append("  archetypes reached: " + coverage.archetype_text(tally))
+        if impl.paths:
+            lines.append("  dispatch paths it declares (examples): " + ", ".join(
+                f"{path} ({tally.get(path, 0)}{': not reached' if not tally.get(path) else ''})"
+                for path in impl.paths))
         if tally:
             lines.append("  features covered: " + ", ".join(
                 f"{name} ({count})" for name, count in sorted(tally.items())

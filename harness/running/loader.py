@@ -17,9 +17,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
-from harness.problem import OPS
+from harness.descriptor import DescriptorError, parse_problem_line
+from harness.problem import OPS, ConvProblem
 from harness.reporting import coverage
 from harness.running.calling import silenced
 from harness.running.capabilities import Capabilities, CapabilitiesError
@@ -52,6 +53,10 @@ class Implementation:
     loads_from: str | None = None
     #: (how many, the first) warnings raised while importing it (counted as in a test)
     import_warnings: tuple[int, str | None] = (0, None)
+    #: the dispatch paths it declares (``HARNESS_PATHS``): each path's label, as its
+    #: ``harness_events`` names it, and problems on which it takes that path; every
+    #: check visits them (harness/triage/sweep.py) and the summary counts each path
+    paths: dict[str, tuple[ConvProblem, ...]] = field(default_factory=dict)
 
     def has(self, function: str) -> bool:
         return function in self.functions
@@ -207,4 +212,34 @@ def load_implementation(spec: str) -> Implementation:
     return Implementation(spec=spec, name=short_name(spec), target=target,
                           functions=functions, capabilities=capabilities,
                           events=events if callable(events) else None,
-                          import_warnings=(imported.warnings, imported.first_warning))
+                          import_warnings=(imported.warnings, imported.first_warning),
+                          paths=declared_paths(spec, getattr(target, "HARNESS_PATHS", None)))
+
+
+def declared_paths(spec: str, raw: Any) -> dict[str, tuple[ConvProblem, ...]]:
+    """``HARNESS_PATHS`` read: ``{label: [problem lines]}``, each line as
+    ``--conv-problem`` takes it (``conv2d float32 mb1ic16ih34oc16kh3ph1``); a
+    clear `SpecError` for anything else."""
+    if raw is None:
+        return {}
+    where = f"--impl {spec!r}: HARNESS_PATHS"
+    if not isinstance(raw, Mapping):
+        raise SpecError(f"{where} must be a dict of path label -> problem lines, got "
+                        f"{type(raw).__name__}")
+    out = {}
+    for label, lines in raw.items():
+        if not isinstance(label, str) or isinstance(lines, str) or not isinstance(
+                lines, (list, tuple)) or not lines:
+            raise SpecError(f"{where}[{label!r}]: a path's label is a string and its "
+                            f"problems a non-empty list of descriptor lines")
+        problems = []
+        for line in lines:
+            try:
+                problem = parse_problem_line(str(line))
+            except DescriptorError as exc:
+                raise SpecError(f"{where}[{label!r}]: {exc}") from None
+            if problem is None:
+                raise SpecError(f"{where}[{label!r}]: {line!r} is not a problem")
+            problems.append(problem)
+        out[label] = tuple(problems)
+    return out

@@ -52,8 +52,9 @@ from harness.triage import causes, evidence
 from harness.triage.catalog import Bug, part_of, signature
 from harness.triage.causes import CauseBook
 from harness.triage.explain import explain, failure_probe
-from harness.triage import stored
+from harness.triage import stored, sweep
 from harness.triage.history import HISTORY, history_dependent, verify_alone
+from strategies.problems import Focus
 
 DEFAULT_MAX_BUGS = 3
 BUGS = pytest.StashKey[list[dict[str, Any]]]()
@@ -95,11 +96,13 @@ def _set_key(test: Any, key: bytes) -> None:
         inner._hypothesis_internal_add_digest = key
 
 
-def follow_up(state: TestState, target: Target, check: str,
-              known: list[Bug]) -> tuple[list[Found], str | None]:
+def follow_up(state: TestState, target: Target, check: str, known: list[Bug],
+              focus: Focus | None = None) -> tuple[list[Found], str | None]:
     """One more Hypothesis search of ``check`` in which the ``known`` bugs do not count:
     what it found, and, where it ended on an error without a finding (every problem
-    excluded, a health check, an error of the harness), that error in one line."""
+    excluded, a health check, an error of the harness), that error in one line.
+    ``focus``: every problem drawn from that archetype (a failure of the catalogue
+    sweep, harness/triage/sweep.py)."""
     excluded = tuple(known)
 
     # Most problems may lie in an excluded trigger (stride > 1 is most of them):
@@ -111,6 +114,8 @@ def follow_up(state: TestState, target: Target, check: str,
         suite.run(target, check, data, known=excluded, state=state)
 
     key = database_key(target, check, known)
+    if focus is not None:
+        key += b":focus:" + sweep.focus_label(focus).encode()
     source = stored.searched_before(key, target.impl.target)
     if source is not None:
         state.skipped.append(source)
@@ -118,6 +123,7 @@ def follow_up(state: TestState, target: Target, check: str,
     _set_key(search, key)
     state.found = []
     state.run.book.freeze()  # what other searches found by now is excluded from this one
+    state.focus = focus
     try:
         search()
     except Exception as error:  # noqa: BLE001 - a finding is in state.found; else say what ended it
@@ -126,6 +132,8 @@ def follow_up(state: TestState, target: Target, check: str,
             return found, None
         first = (str(error).strip().splitlines() or [""])[0]
         return [], f"{type(error).__name__}: {first}".rstrip(": ")
+    finally:
+        state.focus = None
     if not state.budget.spent():  # every example was run
         stored.remember_searched(key, target.impl.target)
     return [], None
@@ -407,28 +415,44 @@ def conclude(state: TestState, target: Target, check: str, error: BaseException 
     cause; the triaged bugs otherwise. An error that left no finding is no verdict of
     ours: it is raised again."""
     if error is None:
-        met = state.take_sightings()
-        if not met:
-            return None
-        # every failure it met is a bug another search found: still a failure
-        return Verdict(met, "\n".join([
-            f"{target.impl.spec} {target.op}: check {check!r} failed only by bugs found "
-            "by other searches (not shrunk nor explained again; see their entries in "
-            "the summary):", *_met_lines(state.run.book, met, target)]))
-    first = state.take_found()
-    last = state.last_failing
-    if not first and isinstance(error, FlakyFailure) and last is not None \
-            and last.target is target:
-        bugs = [_history_bug(state.run, last)]
-        met = state.take_sightings()
-        return Verdict(bugs + met, report(state.run.book, target, check, bugs,
-                                          "results depend on earlier calls", [], met))
-    if not first:
-        raise error
+        first = swept(state, target, check)
+        if not first:
+            met = state.take_sightings()
+            if not met:
+                return None
+            # every failure it met is a bug another search found: still a failure
+            return Verdict(met, "\n".join([
+                f"{target.impl.spec} {target.op}: check {check!r} failed only by bugs "
+                "found by other searches (not shrunk nor explained again; see their "
+                "entries in the summary):", *_met_lines(state.run.book, met, target)]))
+    else:
+        first = state.take_found()
+        last = state.last_failing
+        if not first and isinstance(error, FlakyFailure) and last is not None \
+                and last.target is target:
+            bugs = [_history_bug(state.run, last)]
+            met = state.take_sightings()
+            return Verdict(bugs + met, report(state.run.book, target, check, bugs,
+                                              "results depend on earlier calls", [], met))
+        if not first:
+            raise error
     bugs, stop = triage(state, target, check, first, max_bugs, print_scripts)
     met = state.take_sightings()
     return Verdict(bugs + met, report(state.run.book, target, check, bugs, stop,
-                                      _hypothesis_notes(error), met))
+                                      _hypothesis_notes(error) if error else [], met))
+
+
+def swept(state: TestState, target: Target, check: str) -> list[Found]:
+    """After a search that passed: the catalogue sweep (harness/triage/sweep.py), and
+    for its first failure a search focused on that archetype; what that found, else
+    the visit's own case, not shrunk. Empty where the sweep passed."""
+    missed = sweep.sweep(state, target, check)
+    if not missed:
+        return []
+    visit, failure = missed[0]
+    focus = sweep.focus(visit)
+    found = follow_up(state, target, check, [], focus=focus)[0] if focus else []
+    return found or [sweep.unshrunk(target, check, visit, failure, state.run.calls.snapshot())]
 
 
 @contextlib.contextmanager

@@ -1,0 +1,98 @@
+"""The catalogue sweep (issue 35): each archetype of a test's operation and each of
+its one-step neighbours (strategies/catalogue.py), called once, besides the
+random draws.
+
+A check's random search reaches an archetype's neighbour by chance; a fast path
+whose bug lies one step off its archetype passed in one seed of two. When a test's
+search has passed, the sweep calls the check once on each visit (checks with
+problems of their own, such as finite differences, are not swept). A failure
+that a cause known run-wide covers is a sighting, as in a search; any other
+starts a search focused on that archetype (every problem drawn from it, the
+neighbour's feature from the ordinary draw), which finds and shrinks it as any
+search does. Should that search not meet the failure, the visit's own case is
+the finding, not shrunk, and its report says so.
+"""
+
+from __future__ import annotations
+
+from harness import suite
+from harness.checks.registry import REGISTRY, examine
+from harness.running.calling import CheckFailure
+from harness.running.target import Target
+from harness.state import Found, TestState
+from harness.reporting import coverage
+from strategies import catalogue, pinned
+from strategies.archetypes import FEATURES
+from strategies.cases import features
+from strategies.problems import Focus
+
+#: (the visit, its failure) of a sweep
+Missed = tuple[catalogue.Visit, CheckFailure]
+
+
+def applies(check: str) -> bool:
+    """Whether ``check`` is swept: it draws ordinary problems (not problems of its own),
+    and the run draws from every problem (not only those of ``--conv-problem``)."""
+    return REGISTRY[check].cases is None and not pinned.active()
+
+
+def sweep(state: TestState, target: Target, check: str) -> list[Missed]:
+    """Call ``check`` once on each visit of ``target``'s operation; the visits whose
+    failure no cause known run-wide covers."""
+    if not applies(check):
+        return []
+    missed = []
+    caps = suite.check_capabilities(target, check)
+    visits = catalogue.visits(target.op, caps) + catalogue.path_visits(
+        target.op, caps, target.impl.paths)
+    chosen = state.budget.chosen.bounds if state.budget.chosen is not None else None
+    if chosen is not None:
+        kept = tuple(v for v in visits if catalogue.within(v.problem, chosen))
+        if len(kept) < len(visits):
+            coverage.note(f"catalogue sweep of {target.op} {check}: {len(visits) - len(kept)} "
+                          "visits beyond the sizes --conv-budget chose not made")
+        visits = kept
+    for done, visit in enumerate(visits):
+        if state.budget.spent():
+            coverage.note(f"catalogue sweep of {target.op} {check} cut short by "
+                          f"--conv-budget: {done} of {len(visits)} visits made")
+            break
+        case = visit.case()
+        coverage.record_visit(features(case))
+        state.budget.examples += 1
+        failures = examine(check, target.impl, case, target.timeout)
+        suite.implementation_events(target)
+        fresh = [f for f in failures if not suite.sighted(state, target, check, f, case)]
+        if fresh:
+            missed.append((visit, fresh[0]))
+    return missed
+
+
+def focus(visit: catalogue.Visit) -> Focus | None:
+    """The strategies' focus for a search of ``visit``'s failure: its archetype, and
+    the feature its neighbour changes where that is one an archetype fixes; None for
+    a declared path's problem (no archetype to draw from)."""
+    if visit.archetype is None:
+        return None
+    return visit.archetype, visit.feature if visit.feature in FEATURES else None
+
+
+def focus_label(focus: Focus) -> str:
+    """``resnet 7x7 s2 p3 stem``, ``... | padding``: a focused search's name."""
+    archetype, feature = focus
+    return archetype.label + (f" | {feature}" if feature else "")
+
+
+def unshrunk(target: Target, check: str, visit: catalogue.Visit, failure: CheckFailure,
+             calls: list) -> Found:
+    """The visit's failure as a finding, where a focused search did not meet it: its
+    case file and script written, its report saying it was not shrunk."""
+    case = visit.case()
+    text = suite.failure_text(target.impl.spec, case, failure, check)
+    path = suite.save_failure(target, failure, check, text, case)
+    why = ("a search focused on it did not meet the failure" if visit.archetype is not None
+           else "a declared path's problem is not searched")
+    lines = text.split("\n")
+    text = "\n".join(lines[:3] + [f"found on:   {visit.label} (the catalogue sweep; {why}: "
+                                  "not shrunk)"] + lines[3:])
+    return Found(target, check, failure, case, text, path, calls, found_on=visit.label)

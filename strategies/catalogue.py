@@ -1,0 +1,158 @@
+"""Every archetype of an operation and each of its one-step neighbours, as
+concrete problems (issue 35): the catalogue sweep's visits.
+
+The strategies draw archetypes by chance (strategies/problems.py): over a
+run, a check drew ResNet's 7x7 stride-2 stem 20 to 50 times and its padding
+neighbour rarely or never, and a fast path that assumed padding 3 passed.
+A sweep visits each archetype and each neighbour once per check, besides
+the random draws (harness/triage/sweep.py). A neighbour changes exactly one
+feature, one step: the kernel (one tap more, or less), the stride (1 and 2
+swap), the padding (one less, or one where there is none), the dilation (1
+and 2 swap), the groups pattern (dense and depthwise swap, grouped becomes
+dense), or the outputs (an odd count on every axis, where the archetype's
+own has an even one: a path that tiles by two loses the tail).
+
+Every visit has small, fixed sizes (batch 2, two channels per group, four
+outputs per axis or the fewest the padding leaves), float32 where the
+implementation takes it, C-contiguous arrays; the data are seeded noise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.problem import OPS, ConvCase, ConvProblem
+from harness.running.capabilities import Capabilities
+from strategies import archetypes
+from strategies.archetypes import Archetype
+from strategies.cases import noise
+from strategies.problems import Bounds
+
+#: what a neighbour changes: the archetype's features, and the outputs' parity
+NEIGHBOUR_FEATURES = archetypes.FEATURES + ("outputs",)
+#: outputs per axis of a visit (the fewest valid even count at or above it)
+OUTPUTS = 4
+
+
+@dataclass(frozen=True)
+class Visit:
+    """One problem of the sweep: ``archetype`` itself (``feature`` None) or its
+    neighbour in ``feature``; or, with no archetype, a problem on which the
+    implementation declares it takes dispatch ``path`` (``HARNESS_PATHS``)."""
+
+    archetype: Archetype | None
+    feature: str | None
+    problem: ConvProblem
+    path: str | None = None
+
+    @property
+    def label(self) -> str:
+        if self.archetype is None:
+            return f"its declared path {self.path!r}"
+        return self.archetype.label + (f"'s {self.feature} neighbour" if self.feature else "")
+
+    def case(self) -> ConvCase:
+        """The visit's case: seeded noise in every array, C-contiguous."""
+        arrays = {name: None if shape is None else noise("floats", self.problem.dtype,
+                                                          shape, seed)
+                  for seed, (name, shape) in enumerate(self.problem.shapes().items())}
+        return ConvCase(problem=self.problem, layouts={}, **arrays)
+
+
+def _step(feature: str, value: int) -> int:
+    """A one-step neighbour's value of an axis of ``feature``."""
+    if feature == "kernel":
+        return value + 1 if value == 1 else value - 1
+    if feature == "padding":
+        return value + 1 if value == 0 else value - 1
+    return 2 if value == 1 else 1  # stride, dilation
+
+
+def _geometry(arch: Archetype, feature: str | None) -> dict:
+    geometry = {f: arch.value(f) for f in archetypes.FEATURES}
+    if feature in ("kernel", "stride", "padding", "dilation"):
+        geometry[feature] = tuple(_step(feature, v) for v in geometry[feature])
+    elif feature == "groups":
+        geometry["groups"] = "depthwise" if arch.groups == "dense" else "dense"
+    return geometry
+
+
+def _sizes(op: str, g: dict, odd: bool) -> tuple[tuple[int, ...], int] | None:
+    """The input size per axis for ``OUTPUTS`` outputs (the fewest valid even count at
+    or above it, one more where ``odd``), and that count; None where none is valid."""
+    transposed = OPS[op].transposed
+    for outputs in range(OUTPUTS, OUTPUTS + 64, 2):
+        count = outputs + 1 if odd else outputs
+        sizes = []
+        for k, s, p, d in zip(g["kernel"], g["stride"], g["padding"], g["dilation"]):
+            if transposed:  # its input is what a convolution's output would be
+                out = (count - 1) * s - 2 * p + d * (k - 1) + 1
+                sizes.append(count if out >= 1 else 0)
+            else:
+                sizes.append((count - 1) * s + d * (k - 1) + 1 - 2 * p)
+        if min(sizes) >= 1:
+            return tuple(sizes), count
+    return None
+
+
+def _problem(arch: Archetype, feature: str | None, caps: Capabilities) -> ConvProblem | None:
+    op = arch.op
+    g = _geometry(arch, feature)
+    sized = _sizes(op, g, odd=feature == "outputs")
+    if sized is None:
+        return None
+    channels, groups = {"dense": (2, 1), "depthwise": (2, 2), "grouped": (4, 2)}[g["groups"]]
+    flat = caps.for_op(op)
+    dtype = "float32" if "float32" in flat.dtypes else (flat.dtypes or ("float64",))[0]
+    try:
+        problem = ConvProblem(op=op, batch=2, in_channels=channels, out_channels=channels,
+                              input_size=sized[0], kernel_size=g["kernel"], stride=g["stride"],
+                              padding=g["padding"], dilation=g["dilation"], groups=groups,
+                              bias=True, dtype=dtype,
+                              output_padding=(0,) * len(g["kernel"])
+                              if OPS[op].transposed else ())
+    except ValueError:
+        return None
+    probe = ConvCase(problem=problem, x=None, weight=None, bias=None,  # type: ignore[arg-type]
+                     grad_output=None, layouts={})  # type: ignore[arg-type]
+    return None if caps.excludes(probe) else problem
+
+
+def visits(op: str, caps: Capabilities) -> tuple[Visit, ...]:
+    """The sweep of ``op`` under ``caps``: each archetype, then each one's neighbours,
+    in the catalogue's order; a problem visited already (an archetype that is another's
+    neighbour: wav2vec's k2 s2 is k3 s2's kernel neighbour) is not visited again, nor
+    one the capabilities rule out or that has no valid sizes."""
+    out: dict[ConvProblem, Visit] = {}
+    for feature in (None,) + NEIGHBOUR_FEATURES:
+        for arch in archetypes.for_op(op):
+            problem = _problem(arch, feature, caps)
+            if problem is not None and problem not in out:
+                out[problem] = Visit(arch, feature, problem)
+    return tuple(sorted(out.values(), key=lambda v: _ORDER[v.archetype, v.feature]))
+
+
+def within(problem: ConvProblem, bounds: Bounds) -> bool:
+    """Whether ``problem``'s kernel and outputs are within ``bounds`` (their large tier's
+    where they have one): the sizes ``--conv-budget`` chose hold for a sweep too."""
+    top = bounds.large if bounds.large is not None else bounds
+    outputs = problem.input_size if problem.spec.transposed else problem.output_size
+    return max(problem.kernel_size) <= top.kernel and max(outputs) <= top.outputs
+
+
+def path_visits(op: str, caps: Capabilities,
+                paths: dict[str, tuple[ConvProblem, ...]]) -> tuple[Visit, ...]:
+    """The problems of ``op`` an implementation declares for each of its dispatch
+    ``paths``, as visits (those the capabilities rule out are not made)."""
+    out = []
+    for path, problems in paths.items():
+        for problem in problems:
+            probe = ConvCase(problem=problem, x=None, weight=None,  # type: ignore[arg-type]
+                             bias=None, grad_output=None, layouts={})  # type: ignore[arg-type]
+            if problem.op == op and not caps.excludes(probe):
+                out.append(Visit(None, None, problem, path))
+    return tuple(out)
+
+
+_ORDER = {(arch, feature): i for i, (arch, feature) in enumerate(
+    (a, f) for a in archetypes.CATALOGUE for f in (None,) + NEIGHBOUR_FEATURES)}
