@@ -10,9 +10,10 @@ import pytest
 
 from harness.checks.registry import run_check
 from harness.descriptor import parse_problem_line
+from harness.problem import ConvCase
 from harness.running.loader import load_implementation
 from strategies.archetypes import classify
-from strategies.cases import noise_case
+from strategies.cases import noise
 
 HERE = Path(__file__).parent
 BATCH = HERE / "data" / "benchdnn_regression_f32_2d.txt"
@@ -34,7 +35,9 @@ def test_the_regression_batch_passes_on_einsum(check):
     draws them at random, so it need not reach each one)."""
     impl = load_implementation("conv_impl.einsum")
     for p in _problems():
-        run_check(check, impl, noise_case(p))
+        arrays = {name: None if shape is None else noise("floats", p.dtype, shape, seed)
+                  for seed, (name, shape) in enumerate(p.shapes().items())}
+        run_check(check, impl, ConvCase(problem=p, layouts={}, **arrays))
 
 
 def _passing_entry(result, tmp_path: Path) -> dict:
