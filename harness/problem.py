@@ -220,6 +220,13 @@ class ConvCase:
     grad_output: np.ndarray
     layouts: dict[str, str] = field(default_factory=dict)
 
+    @classmethod
+    def bare(cls, problem: "ConvProblem", layouts: dict[str, str] | None = None) -> "ConvCase":
+        """A case without values: for what reads only its problem and layouts (whether
+        an implementation's capabilities rule it out)."""
+        return cls(problem=problem, x=None, weight=None, bias=None,  # type: ignore[arg-type]
+                   grad_output=None, layouts=dict(layouts or {}))  # type: ignore[arg-type]
+
     def arrays(self) -> dict[str, np.ndarray | None]:
         return {"x": self.x, "weight": self.weight, "bias": self.bias,
                 "grad_output": self.grad_output}

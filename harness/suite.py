@@ -183,7 +183,7 @@ def _sample_case(op: str, caps: Capabilities, batch: int, channels: int, kernel:
     """A fixed problem of ``op`` (stride 1, padding kernel // 2, no groups, no
     dilation, so any capabilities take it) with seeded values, contiguous."""
     from harness.problem import OPS, ConvProblem
-    from strategies.cases import noise
+    from strategies.cases import noise_case
 
     nd = OPS[op].spatial_dims
     flat = caps.for_op(op)
@@ -192,9 +192,7 @@ def _sample_case(op: str, caps: Capabilities, batch: int, channels: int, kernel:
                           input_size=(positions,) * nd, kernel_size=(kernel,) * nd,
                           stride=(1,) * nd, padding=(kernel // 2,) * nd, dilation=(1,) * nd,
                           groups=1, bias=True, dtype=dtype)
-    arrays = {name: None if shape is None else noise("floats", dtype, shape, seed)
-              for seed, (name, shape) in enumerate(problem.shapes().items())}
-    return ConvCase(problem=problem, layouts={}, **arrays)
+    return noise_case(problem)
 
 
 def _cost(target: Target, check: str, case: ConvCase) -> float:

@@ -57,6 +57,14 @@ def values(dtype: str | np.dtype) -> st.SearchStrategy[float]:
     )
 
 
+def noise_case(problem: ConvProblem) -> ConvCase:
+    """``problem`` with float noise in every array, each seeded by its place in the
+    problem's arrays: the same case every time, C-contiguous."""
+    arrays = {name: None if shape is None else noise("floats", problem.dtype, shape, seed)
+              for seed, (name, shape) in enumerate(problem.shapes().items())}
+    return ConvCase(problem=problem, layouts={}, **arrays)
+
+
 def noise(kind: str, dtype: str | np.dtype, shape: tuple[int, ...], seed: int) -> np.ndarray:
     """Dense values of one `NOISE_KINDS` kind, from NumPy's generator seeded by ``seed``.
 

@@ -25,7 +25,7 @@ from harness.problem import OPS, ConvCase, ConvProblem
 from harness.running.capabilities import Capabilities
 from strategies import archetypes
 from strategies.archetypes import Archetype
-from strategies.cases import noise
+from strategies.cases import noise_case
 from strategies.problems import Bounds
 
 #: what a neighbour changes: the archetype's features, and the outputs' parity
@@ -53,10 +53,7 @@ class Visit:
 
     def case(self) -> ConvCase:
         """The visit's case: seeded noise in every array, C-contiguous."""
-        arrays = {name: None if shape is None else noise("floats", self.problem.dtype,
-                                                          shape, seed)
-                  for seed, (name, shape) in enumerate(self.problem.shapes().items())}
-        return ConvCase(problem=self.problem, layouts={}, **arrays)
+        return noise_case(self.problem)
 
 
 def _step(feature: str, value: int) -> int:
@@ -113,9 +110,7 @@ def _problem(arch: Archetype, feature: str | None, caps: Capabilities) -> ConvPr
                               if OPS[op].transposed else ())
     except ValueError:
         return None
-    probe = ConvCase(problem=problem, x=None, weight=None, bias=None,  # type: ignore[arg-type]
-                     grad_output=None, layouts={})  # type: ignore[arg-type]
-    return None if caps.excludes(probe) else problem
+    return None if caps.excludes(ConvCase.bare(problem)) else problem
 
 
 def visits(op: str, caps: Capabilities) -> tuple[Visit, ...]:
@@ -147,9 +142,7 @@ def path_visits(op: str, caps: Capabilities,
     out = []
     for path, problems in paths.items():
         for problem in problems:
-            probe = ConvCase(problem=problem, x=None, weight=None,  # type: ignore[arg-type]
-                             bias=None, grad_output=None, layouts={})  # type: ignore[arg-type]
-            if problem.op == op and not caps.excludes(probe):
+            if problem.op == op and not caps.excludes(ConvCase.bare(problem)):
                 out.append(Visit(None, None, problem, path))
     return tuple(out)
 

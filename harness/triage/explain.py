@@ -516,9 +516,7 @@ def _lowest_failing(outcome: dict[Any, bool | str], minimal: int) -> int:
 
 
 def _excluded(caps: Capabilities, p: ConvProblem, layouts: dict[str, str]) -> bool:
-    probe_case = ConvCase(problem=p, x=None, weight=None, bias=None,  # type: ignore[arg-type]
-                          grad_output=None, layouts=layouts)  # type: ignore[arg-type]
-    return bool(caps.excludes(probe_case))
+    return bool(caps.excludes(ConvCase.bare(p, layouts)))
 
 
 def _condition(row: Row, caps: Capabilities) -> Condition | None:

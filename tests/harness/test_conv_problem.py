@@ -10,10 +10,9 @@ import pytest
 
 from harness.checks.registry import run_check
 from harness.descriptor import parse_problem_line
-from harness.problem import ConvCase
 from harness.running.loader import load_implementation
 from strategies.archetypes import classify
-from strategies.cases import noise
+from strategies.cases import noise_case
 
 HERE = Path(__file__).parent
 BATCH = HERE / "data" / "benchdnn_regression_f32_2d.txt"
@@ -35,9 +34,7 @@ def test_the_regression_batch_passes_on_einsum(check):
     draws them at random, so it need not reach each one)."""
     impl = load_implementation("conv_impl.einsum")
     for p in _problems():
-        arrays = {name: None if shape is None else noise("floats", p.dtype, shape, seed)
-                  for seed, (name, shape) in enumerate(p.shapes().items())}
-        run_check(check, impl, ConvCase(problem=p, layouts={}, **arrays))
+        run_check(check, impl, noise_case(p))
 
 
 def _passing_entry(result, tmp_path: Path) -> dict:

@@ -16,12 +16,12 @@ import pytest
 
 from harness.checks.registry import run_check
 from harness.descriptor import format_descriptor
-from harness.problem import ConvCase, ConvProblem
+from harness.problem import ConvProblem
 from harness.running.calling import CheckFailure
 from harness.running.loader import load_implementation
 from harness.suite import found_on
 from strategies import archetypes
-from strategies.cases import noise
+from strategies.cases import noise_case
 from tests.harness import fast_paths
 
 HERE = Path(__file__).parent
@@ -61,15 +61,9 @@ MINIMAL = {
 }
 
 
-def _case(p: ConvProblem) -> ConvCase:
-    arrays = {name: None if shape is None else noise("floats", p.dtype, shape, seed)
-              for seed, (name, shape) in enumerate(p.shapes().items())}
-    return ConvCase(problem=p, layouts={}, **arrays)
-
-
 def _fails(impl, p: ConvProblem) -> bool:
     try:
-        run_check("forward", impl, _case(p))
+        run_check("forward", impl, noise_case(p))
     except CheckFailure:
         return True
     return False
