@@ -17,7 +17,19 @@ import numpy as np
 
 # float64 first: the simplest dtype to read is the one shrinking heads for.
 DTYPES: tuple[str, ...] = ("float64", "float32", "float16")
-LAYOUTS: tuple[str, ...] = ("C", "F", "strided", "reversed")
+#: every memory layout an input may be handed over in (`make_layout`)
+LAYOUTS: tuple[str, ...] = ("C", "F", "strided", "reversed", "channels_last",
+                            "channels_last_slice")
+#: the layouts drawn per array library (C first: it shrinks there). torch tensors
+#: have no negative strides; its own formats are channels-last and a channel slice
+#: of a channels-last tensor. "mixed": functions of one check on different libraries.
+LAYOUTS_OF: dict[str, tuple[str, ...]] = {
+    "numpy": ("C", "F", "strided", "reversed"),
+    "torch": ("C", "channels_last", "channels_last_slice", "F", "strided"),
+    "mixed": ("C", "F", "strided"),
+}
+#: the layouts that only mean something for an array with a channel axis (3-d or more)
+CHANNEL_LAYOUTS: tuple[str, ...] = ("channels_last", "channels_last_slice")
 ARRAY_NAMES: tuple[str, ...] = ("x", "weight", "bias", "grad_output")
 
 
@@ -187,8 +199,13 @@ def make_layout(values: np.ndarray, layout: str) -> np.ndarray:
 
     ``C``: C-contiguous; ``F``: Fortran order; ``strided``: every other
     element of a larger buffer on every axis; ``reversed``: a view with a
-    negative stride on the last axis. Each call returns new memory, so an
-    implementation that writes into its inputs cannot reach anyone else's.
+    negative stride on the last axis; ``channels_last``: axis 1 (channels)
+    varies fastest in memory (torch's ``channels_last`` for 4-d arrays,
+    ``channels_last_3d`` for 5-d); ``channels_last_slice``: channels 1..C of a
+    channels-last array of C + 2 channels, whose other two are zero. An array
+    of fewer than 3 axes has no channel axis: those two are C order for it.
+    Each call returns new memory, so an implementation that writes into its
+    inputs cannot reach anyone else's.
     """
     if layout == "C":
         return np.array(values, order="C", copy=True)
@@ -202,6 +219,17 @@ def make_layout(values: np.ndarray, layout: str) -> np.ndarray:
     if layout == "reversed":
         flipped = np.ascontiguousarray(values[..., ::-1])
         return flipped[..., ::-1]
+    if layout in CHANNEL_LAYOUTS:
+        if values.ndim < 3:
+            return np.array(values, order="C", copy=True)
+        if layout == "channels_last":
+            return np.moveaxis(np.ascontiguousarray(np.moveaxis(values, 1, -1)), -1, 1)
+        shape = list(values.shape)
+        shape[1] += 2
+        buffer = np.zeros(tuple(shape[:1] + shape[2:] + shape[1:2]), dtype=values.dtype)
+        view = np.moveaxis(buffer, -1, 1)[:, 1:values.shape[1] + 1]
+        view[...] = values
+        return view
     raise ValueError(f"unknown memory layout {layout!r}; expected one of {LAYOUTS}")
 
 

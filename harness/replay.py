@@ -229,7 +229,7 @@ def replay_case(impl: Implementation, replay: ReplayCase, timeout: float | None)
     except CheckFailure as failure:
         record = replay.record
         lines = [f"replay of {shown_path(replay.path)}: still fails",
-                 failure_text(impl.spec, replay.case, failure, replay.ran),
+                 failure_text(impl, replay.case, failure, replay.ran),
                  f"recorded: check {record['check']!r} failed for {record['impl']}"
                  + _versions(record)]
         script = script_path(replay.path)
@@ -424,7 +424,7 @@ def _own_failure(item: pytest.Item, impl: Implementation, replay: ReplayCase,
     from harness.triage.search import BUGS, describe_and_verify
 
     target = Target(impl, replay.case.problem.op, timeout, failures_dir)
-    text = suite.failure_text(impl.spec, replay.case, failure, replay.ran)
+    text = suite.failure_text(impl, replay.case, failure, replay.ran)
     case_file = suite.save_failure(target, failure, replay.ran, text, replay.case)
     bug = describe_and_verify(
         Found(target, replay.ran, failure, replay.case, text, case_file),

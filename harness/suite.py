@@ -30,6 +30,7 @@ from harness.reporting.failures import case_path, case_record, save_case, script
 from harness.reporting.script import render_script
 from harness.running.calling import CheckFailure
 from harness.running.capabilities import Capabilities
+from harness.running.loader import Implementation
 from harness.running.target import Target
 from harness.state import Budget, Found, SizeChoice, TestState
 from harness.state import current as current_state
@@ -41,7 +42,8 @@ from strategies.problems import Bounds, Focus
 VALUE_CHECKS: tuple[str, ...] = ("forward", "grad_input", "grad_weight", "grad_bias")
 
 
-def failure_text(spec: str, drawn: ConvCase, failure: CheckFailure, ran: str) -> str:
+def failure_text(impl: Implementation, drawn: ConvCase, failure: CheckFailure,
+                 ran: str) -> str:
     """What failed, on which problem, and by how much (no script, no paths).
 
     ``ran`` is the registered check that was running; ``failure.check`` the
@@ -64,11 +66,17 @@ def failure_text(spec: str, drawn: ConvCase, failure: CheckFailure, ran: str) ->
         head = (f"check {failure.check!r} failed while running check {ran!r}: "
                 f"{failure.message.splitlines()[0]}")
     layouts = {k: v for k, v in case.layouts.items() if v != "C"}
-    lines = [f"{spec} {p.op}: {head}", f"parameters: {p.describe()}",
+    lines = [f"{impl.spec} {p.op}: {head}", f"parameters: {p.describe()}",
              f"benchdnn:   {format_descriptor(p)}"]
     if layouts:
         lines.append("layouts: " + ", ".join(f"{k}={v}" for k, v in layouts.items())
                      + " (other inputs C-contiguous)")
+    native = impl.native_record(failure.function or p.op)
+    if native:
+        made = "".join(f"; {name} from {how} (it provides none)"
+                       for name, how in native.get("derived", {}).items()
+                       if name == failure.function or failure.function is None)
+        lines.append(f"arrays:     {native['arrays']} on {native['device']}{made}")
     if case is not drawn and drawn.problem != p:
         lines.append(f"(the call that failed is on a problem check {ran!r} derived from the "
                      f"one it drew: {drawn.problem.describe()})")
@@ -117,7 +125,8 @@ def save_failure(target: Target, failure: CheckFailure, ran: str, text: str,
     """Write the failing call's case file and script; None if the folder is not writable."""
     case = failure.case if failure.case is not None else drawn
     record = case_record(target.impl.spec, case, failure.check, text,
-                         run_check=replay_check(failure, ran, drawn))
+                         run_check=replay_check(failure, ran, drawn),
+                         native=target.impl.native_record(failure.function or target.op))
     try:
         path = case_path(target.failures_dir, record, target.impl.name)
         script = render_script(record, case, name=script_path(path).name)
@@ -377,7 +386,7 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
     if not fresh:
         return
     failure = fresh[0]
-    text = failure_text(target.impl.spec, case, failure, check)
+    text = failure_text(target.impl, case, failure, check)
     state.last_failing = Found(target, check, failure, case, text, None,
                                state.run.calls.snapshot())
     failed_on = (failure.case if failure.case is not None else case).problem

@@ -16,7 +16,7 @@ from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
-from harness.problem import ARRAY_NAMES, LAYOUTS, ConvCase, ConvProblem
+from harness.problem import ARRAY_NAMES, CHANNEL_LAYOUTS, LAYOUTS_OF, ConvCase, ConvProblem
 from harness.reporting import coverage
 from harness.running.capabilities import Capabilities
 from strategies.archetypes import coverage_label
@@ -128,19 +128,26 @@ def array_values(dtype: str, shape: tuple[int, ...]) -> st.SearchStrategy[np.nda
     return st.composite(lambda draw: draw_array(draw, dtype, shape))()
 
 
-def layouts(contiguous_only: bool = False) -> st.SearchStrategy[str]:
-    """Memory layouts an input is handed over in (C order first: it shrinks there)."""
-    return st.just("C") if contiguous_only else st.sampled_from(LAYOUTS)
+def layouts(contiguous_only: bool = False, arrays: str = "numpy",
+            ndim: int = 3) -> st.SearchStrategy[str]:
+    """Memory layouts an input of ``ndim`` axes is handed over in, for an implementation
+    on the array library ``arrays`` (C order first: it shrinks there)."""
+    if contiguous_only:
+        return st.just("C")
+    return st.sampled_from([layout for layout in LAYOUTS_OF[arrays]
+                            if ndim >= 3 or layout not in CHANNEL_LAYOUTS])
 
 
-def draw_case(draw, problem: ConvProblem, contiguous_only: bool = False) -> ConvCase:
-    """Values and layouts for ``problem``, reported to `event()` and the run's coverage."""
+def draw_case(draw, problem: ConvProblem, contiguous_only: bool = False,
+              arrays: str = "numpy") -> ConvCase:
+    """Values and layouts for ``problem``, reported to `event()` and the run's coverage;
+    ``arrays``: the array library the inputs are handed over in (its layouts)."""
     shapes = problem.shapes()
-    arrays = {name: None if shapes[name] is None else draw_array(draw, problem.dtype, shapes[name])
+    values = {name: None if shapes[name] is None else draw_array(draw, problem.dtype, shapes[name])
               for name in ARRAY_NAMES}
-    layout = layouts(contiguous_only)
-    chosen = {name: draw(layout) for name in ARRAY_NAMES if arrays[name] is not None}
-    case = ConvCase(problem=problem, layouts=chosen, **arrays)
+    chosen = {name: draw(layouts(contiguous_only, arrays, a.ndim))
+              for name, a in values.items() if a is not None}
+    case = ConvCase(problem=problem, layouts=chosen, **values)
     exercised = features(case)
     coverage.record(exercised)
     if currently_in_test_context():
@@ -150,9 +157,10 @@ def draw_case(draw, problem: ConvProblem, contiguous_only: bool = False) -> Conv
 
 
 @st.composite
-def cases_for(draw, problem: ConvProblem, contiguous_only: bool = False) -> ConvCase:
+def cases_for(draw, problem: ConvProblem, contiguous_only: bool = False,
+              arrays: str = "numpy") -> ConvCase:
     """Values and layouts for a given ``problem``."""
-    return draw_case(draw, problem, contiguous_only)
+    return draw_case(draw, problem, contiguous_only, arrays)
 
 
 def conv_cases(
@@ -184,7 +192,8 @@ def conv_cases(
     @st.composite
     def cases(draw) -> ConvCase:
         problem = draw(problems)
-        return draw_case(draw, problem, flat.holds("contiguous_only", problem.dtype))
+        return draw_case(draw, problem, flat.holds("contiguous_only", problem.dtype),
+                         flat.arrays)
 
     return cases()
 

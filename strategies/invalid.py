@@ -90,15 +90,16 @@ def invalid_problems(op: str = "conv2d", *, capabilities: Capabilities | None = 
 
 
 @st.composite
-def cases_for_invalid(draw, p: ConvProblem, contiguous_only: bool = False) -> ConvCase:
+def cases_for_invalid(draw, p: ConvProblem, contiguous_only: bool = False,
+                      library: str = "numpy") -> ConvCase:
     arrays = {
         "x": draw_array(draw, p.dtype, p.x_shape),
         "weight": draw_array(draw, p.dtype, p.weight_shape),
         "bias": draw_array(draw, p.dtype, (p.out_channels,)) if p.bias else None,
         "grad_output": np.zeros((0,), dtype=p.dtype),
     }
-    chosen = {name: draw(layouts(contiguous_only)) for name in ("x", "weight", "bias")
-              if arrays[name] is not None}
+    chosen = {name: draw(layouts(contiguous_only, library, arrays[name].ndim))
+              for name in ("x", "weight", "bias") if arrays[name] is not None}
     return ConvCase(problem=p, layouts=chosen, **arrays)
 
 
@@ -106,4 +107,4 @@ def invalid_cases(op: str = "conv2d", *, capabilities: Capabilities | None = Non
                   kinds: tuple[str, ...] | None = None) -> st.SearchStrategy[ConvCase]:
     caps = (capabilities if capabilities is not None else Capabilities()).for_op(op)
     return invalid_problems(op, capabilities=caps, kinds=kinds).flatmap(
-        lambda p: cases_for_invalid(p, caps.holds("contiguous_only", p.dtype)))
+        lambda p: cases_for_invalid(p, caps.holds("contiguous_only", p.dtype), caps.arrays))

@@ -520,12 +520,13 @@ def batch_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
     batch-1 problem costs no data and is not counted as an example run."""
     s = _strategies()
     problems = s.conv_problems(op, capabilities=caps, where=lambda p: p.batch > 1)
-    contiguous_only = caps.for_op(op).holds
+    flat = caps.for_op(op)
 
     @st.composite
     def batched(draw) -> ConvCase:
         problem = draw(problems)
-        return draw(s.cases_for(problem, contiguous_only("contiguous_only", problem.dtype)))
+        return draw(s.cases_for(problem, flat.holds("contiguous_only", problem.dtype),
+                                flat.arrays))
 
     return batched()
 

@@ -68,9 +68,14 @@ def unpacked_inputs(packed: dict[str, Any]) -> dict[str, Any]:
             for name, p in packed.items()}
 
 
+#: what a case record holds of an implementation's own arrays (contract section 7)
+NATIVE_KEYS: tuple[str, ...] = ("arrays", "device", "derived")
+
+
 def case_record(impl_spec: str, case: ConvCase, check: str, message: str,
                 run_check: str | None = None, packed: bool = False,
-                before: list[tuple[str, ConvCase]] | None = None) -> dict[str, Any]:
+                before: list[tuple[str, ConvCase]] | None = None,
+                native: dict[str, Any] | None = None) -> dict[str, Any]:
     """The JSON-ready record of a failing case (contract section 3).
 
     ``check`` is the check that failed as the report names it (``forward``,
@@ -88,6 +93,9 @@ def case_record(impl_spec: str, case: ConvCase, check: str, message: str,
     call of an implementation (harness/running/isolate.py): as nested lists in JSON
     they cost about a millisecond per call; `unpacked_inputs` turns them
     into ``inputs`` when the record becomes a case file.
+
+    ``native``: for an implementation on another array library than NumPy, its
+    ``arrays``, ``device`` and ``derived`` functions (`Implementation.native_record`).
     """
     arrays = case.arrays()
     inputs_key = "packed_inputs" if packed else "inputs"
@@ -106,6 +114,7 @@ def case_record(impl_spec: str, case: ConvCase, check: str, message: str,
                     if arrays[name] is not None},
         "versions": _versions(),
         "message": message,
+        **(native or {}),
     }
     if before:  # calls that must come first (results depend on them)
         record["before"] = []

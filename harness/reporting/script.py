@@ -11,7 +11,8 @@ the user's file runs there; or named by ``python script.py SPEC`` or
 ``$CONV_IMPL``), torch in float64 as the oracle, and the harness's elementwise
 rounding-error tolerance (harness/checks/tolerance.py) restated inline with its
 constants. ``python script.py`` exits 1 and prints the mismatch while the
-bug is there, 0 once it is fixed. A time-out case's script stops at the
+bug is there, 0 once it is fixed (2 where the device an implementation on torch
+tensors computes on is absent: contract section 7). A time-out case's script stops at the
 limit the case was recorded with, and exits 1 saying so.
 
 From a saved case file: ``python -m harness.reporting.script CASE.json [-o OUT.py]``.
@@ -62,10 +63,11 @@ _HEADER = '''\
 """{title}
 
 {params}
-layouts: {layouts}
+layouts: {layouts}{on_arrays}
 
 Standalone: NumPy and torch only. `python {name} [SPEC]`
-exits 1 and prints the mismatch while the failure is there, 0 once fixed.
+exits 1 and prints the mismatch while the failure is there, 0 once fixed
+(2: it cannot run here, the device the implementation computes on is absent).
 The implementation is SPEC (a file path or dotted module, either with :attr),
 else $CONV_IMPL, else a file of the recorded name beside this script, else
 the recorded path from the current folder, else where it was recorded.
@@ -88,6 +90,8 @@ import torch
 
 SPEC = {spec!r}  # the implementation under test, as given to --impl
 MODULE, ATTR = {module!r}, {attr!r}  # its module (a path or a dotted name) and attribute
+# The array library and device it computes on ("numpy", or "torch" on a torch device)
+ARRAYS, DEVICE = {arrays!r}, {device!r}
 RECORDED_FILE = {module_file!r}  # where the file was when the case was recorded
 # A time-out case: the limit its call was recorded with, in seconds (None: no limit)
 TIME_LIMIT = {time_limit!r}
@@ -178,7 +182,74 @@ def layout(values, how):
         return view
     if how == "reversed":  # negative stride on the last axis
         return np.ascontiguousarray(values[..., ::-1])[..., ::-1]
+    if how in ("channels_last", "channels_last_slice") and values.ndim < 3:
+        return np.array(values, order="C", copy=True)
+    if how == "channels_last":  # channels vary fastest in memory
+        return np.moveaxis(np.ascontiguousarray(np.moveaxis(values, 1, -1)), -1, 1)
+    if how == "channels_last_slice":  # channels 1..C of a channels-last array of C + 2
+        shape = list(values.shape)
+        shape[1] += 2
+        buffer = np.zeros(tuple(shape[:1] + shape[2:] + shape[1:2]), dtype=values.dtype)
+        view = np.moveaxis(buffer, -1, 1)[:, 1:values.shape[1] + 1]
+        view[...] = values
+        return view
     raise ValueError(how)
+
+
+def native(values):
+    """values as the implementation takes them: the NumPy array itself, or a torch
+    tensor on DEVICE with its strides and the memory around it (a channel slice's
+    other channels, a strided view's gaps)."""
+    if ARRAYS != "torch" or values is None:
+        return values
+    root = values
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    start = values.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    storage = torch.from_numpy(root.ravel(order="K").copy()).to(DEVICE)
+    return storage.as_strided(values.shape, [s // values.itemsize for s in values.strides],
+                              start // values.itemsize)
+
+
+def host(value):
+    """A result (or an input after the call) as a NumPy array on the CPU."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu").numpy()
+    return np.asarray(value)
+
+
+def device_absent():
+    """Why DEVICE cannot be used on this machine (None: it can)."""
+    if ARRAYS != "torch":
+        return None
+    where = torch.device(DEVICE)
+    if where.type == "cuda" and (not torch.cuda.is_available()
+                                 or (where.index or 0) >= torch.cuda.device_count()):
+        return f"torch sees no CUDA device {{DEVICE}} here"
+    if where.type == "mps" and not torch.backends.mps.is_available():
+        return "torch sees no MPS device here"
+    return None
+
+
+def autograd_backward(forward):
+    """The backward of a torch forward, by autograd (as the harness made it)."""
+    def backward(grad_output, x, weight, bias, **kwargs):
+        leaves = [None if t is None else t.detach().requires_grad_() for t in (x, weight, bias)]
+        with torch.enable_grad():
+            y = forward(*leaves, **kwargs)
+        grads = iter(torch.autograd.grad(y, [t for t in leaves if t is not None], grad_output,
+                                         allow_unused=True))
+        return tuple(None if t is None else next(grads) for t in leaves)
+    backward.__name__ = OP + "_backward"
+    return backward
+
+
+def backward_of(impl):
+    """The implementation's backward; a torch forward's from autograd if it has none."""
+    fn = getattr(impl, OP + "_backward", None)
+    if fn is None and ARRAYS == "torch" and hasattr(impl, OP):
+        fn = autograd_backward(getattr(impl, OP))
+    return fn
 
 
 class Failed(Exception):
@@ -194,7 +265,7 @@ def call_before(impl):
     for function, inputs, kwargs, layouts in BEFORE:
         kind = "backward" if function.endswith("_backward") else "forward"
         try:
-            call(getattr(impl, function), *ARGUMENTS[kind], inputs=inputs, kwargs=kwargs,
+            call(backward_of(impl) if kind == "backward" else getattr(impl, function), *ARGUMENTS[kind], inputs=inputs, kwargs=kwargs,
                  layouts=layouts)
         except Exception:  # what an earlier call did is not what this case checks
             pass
@@ -204,10 +275,12 @@ def call(function, *names, inputs=None, kwargs=None, layouts=None):
     """Call the implementation on fresh inputs; they must come back unchanged."""
     inputs = INPUTS if inputs is None else inputs
     layouts = LAYOUTS if layouts is None else layouts
-    given = {{name: None if a is None else layout(a, layouts[name]) for name, a in inputs.items()}}
+    given = {{name: None if a is None else native(layout(a, layouts[name]))
+             for name, a in inputs.items()}}
     result = function(*(given[name] for name in names), **(KWARGS if kwargs is None else kwargs))
     for name, original in inputs.items():
-        if original is not None and not np.array_equal(given[name], original, equal_nan=True):
+        if original is not None and not np.array_equal(host(given[name]), original,
+                                                       equal_nan=True):
             raise Failed(f"input_changed: {{function.__name__}} changed its input {{name!r}} in place")
     return result
 
@@ -215,7 +288,7 @@ def call(function, *names, inputs=None, kwargs=None, layouts=None):
 def as_result(value, what, shape):
     if value is None:
         raise Failed(f"result_type: {{what}} is None")
-    array = np.asarray(value)
+    array = host(value)
     if array.dtype.kind not in "fiub":
         raise Failed(f"result_type: {{what}} has dtype {{array.dtype}}")
     if array.shape != shape:
@@ -318,7 +391,7 @@ def forward(impl, shapes):
 
 
 def backward(impl, shapes):
-    fn = getattr(impl, OP + "_backward")
+    fn = backward_of(impl)
     result = call(fn, "grad_output", "x", "weight", "bias")
     if not isinstance(result, (tuple, list)) or len(result) != 3:
         raise Failed(f"result_type: {{fn.__name__}} returned {{type(result).__name__}}, "
@@ -336,6 +409,10 @@ def backward(impl, shapes):
 
 def main():
     impl = implementation()
+    if device_absent():
+        print(f"SKIPPED: {{SPEC}} computes on {{DEVICE}}, and {{device_absent()}}: this "
+              "script cannot run the case here")
+        sys.exit(2)
     expected, magnitude = torch_results(), torch_results(absolute=True)
     shapes = {{name: None if v is None else v.shape for name, v in expected.items()}}
     call_before(impl)
@@ -378,7 +455,7 @@ _MAINS = {
     calls = []
     if hasattr(impl, OP):
         calls.append((OP, lambda: {"y": forward(impl, shapes)}))
-    if hasattr(impl, OP + "_backward"):
+    if backward_of(impl) is not None:
         calls.append((OP + "_backward", lambda: backward(impl, shapes)))
     for function, run in calls:
         first, second = run(), run()
@@ -394,7 +471,7 @@ _MAINS = {
     print("note: check {check!r} is not restated here; comparing every result with torch")
     if hasattr(impl, OP):
         compare("y", forward(impl, shapes), expected["y"], magnitude["y"])
-    if hasattr(impl, OP + "_backward"):
+    if backward_of(impl) is not None:
         for name, value in backward(impl, shapes).items():
             if value is not None:
                 compare(name, value, expected[name], magnitude[name])''',
@@ -458,7 +535,14 @@ def render_script(record: dict[str, Any], case: ConvCase | None = None,
     layouts = {k: case.layouts.get(k, "C") for k, v in arrays.items() if v is not None}
     kwargs = "dict(" + ", ".join(f"{k}={v!r}" for k, v in p.kwargs().items()) + ")"
     versions = record.get("versions") or {}
+    arrays_of, device = record.get("arrays", "numpy"), record.get("device", "cpu")
+    on_arrays = ""
+    if arrays_of != "numpy":
+        made = "".join(f"; {name} from {how}" for name, how in
+                       (record.get("derived") or {}).items())
+        on_arrays = f"\narrays: {arrays_of} on {device}{made}"
     header = _HEADER.format(
+        arrays=arrays_of, device=device, on_arrays=on_arrays,
         before=_before(record, p),
         title=f"Reproduce: {spec} {p.op} fails check {record['check']!r}.",
         params=f"parameters: {p.describe()}",

@@ -152,6 +152,8 @@ class Summary:
                 "notes": sorted(notes), "largest": dict(record.largest),
                 "archetypes": coverage.archetypes(record.tally),
                 "paths": {path: record.tally.get(path, 0) for path in impl.paths},
+                "arrays": {"library": impl.capabilities.arrays,
+                           "device": impl.capabilities.device, "derived": impl.derived()},
                 "crashed": list(record.crashed),
                 "warnings": dict(zip(("count", "first"), warnings_of(impl, record))),
                 "operations_not_run": operations_not_provided(impl),
@@ -231,6 +233,10 @@ class Summary:
             lines.append("  features covered: " + ", ".join(
                 f"{name} ({count})" for name, count in sorted(tally.items())
                 if not name.startswith(coverage.ARCHETYPE_PREFIX)))
+        if impl.capabilities.arrays != "numpy":
+            lines.append(f"  arrays: {impl.capabilities.arrays} on {impl.capabilities.device}"
+                         + "".join(f"; {name} from {how} of its forward"
+                                   for name, how in impl.derived().items()))
         excluded = impl.capabilities.not_generated()
         if excluded:
             lines.append("  not generated (its CAPABILITIES): " + ", ".join(excluded))

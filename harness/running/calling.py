@@ -30,6 +30,7 @@ import numpy as np
 
 from harness.problem import ConvCase
 from harness.reporting import coverage
+from harness.running.native import host, is_tensor
 
 DEFAULT_TIMEOUT = 20.0  # seconds per call: generated problems take milliseconds
 
@@ -348,14 +349,14 @@ def as_result(value: Any, what: str, dtype: str, shape: tuple[int, ...], *,
                                           f"shape {shape}")
     kind = type(value).__name__
     try:
-        array = np.asarray(value)
+        array = host(value)
     except Exception as exc:  # noqa: BLE001
         raise CheckFailure("result_type", f"{what} is a {kind} that np.asarray cannot take "
                                           f"({one_line(str(exc), 120)}); expected a {dtype} "
                                           f"array of shape {shape}") from None
     # Anything np.asarray takes is accepted, but a list or a scalar says so in
     # every message: np.asarray makes Python floats float64.
-    what_is = what if isinstance(value, np.ndarray) else f"{what} (a {kind})"
+    what_is = what if isinstance(value, np.ndarray) or is_tensor(value) else f"{what} (a {kind})"
     if array.dtype.kind not in "fiub":
         raise CheckFailure("result_type", f"{what_is} has dtype {array.dtype}; expected a "
                                           f"{dtype} array of shape {shape}")

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any, Iterable, Mapping, Union
 
-from harness.problem import DTYPES, OPS
+from harness.problem import DTYPES, LAYOUTS_OF, OPS
 
 #: Features an implementation may accept: True (in every dtype), False, or the
 #: dtypes where it accepts them.
@@ -47,6 +47,9 @@ FUNCTION_NAMES: tuple[str, ...] = tuple(
 
 #: True, False, or the dtype names where it holds
 PerDtype = Union[bool, tuple[str, ...]]
+
+#: the array libraries an implementation may compute on (harness/running/native.py)
+ARRAY_LIBRARIES: tuple[str, ...] = ("numpy", "torch")
 
 #: the values of the ``output_padding`` key: torch's rule (output_padding <
 #: max(stride, dilation)), or output_padding < stride
@@ -110,6 +113,11 @@ class Capabilities:
     output_padding: str = "torch"
     #: how it sums (one of ALGORITHMS)
     algorithm: str = "direct"
+    #: the array library its functions take and return (ARRAY_LIBRARIES); for a
+    #: check's functions together, "mixed" when they differ
+    arrays: str = "numpy"
+    #: the device its arrays live on, as the library names it ("cpu", "cuda:0")
+    device: str = "cpu"
     #: (function name, its own flat capabilities) for the functions that declare
     #: any; the fields above are the module's, which hold for every other function
     functions: tuple[tuple[str, "Capabilities"], ...] = ()
@@ -160,6 +168,16 @@ class Capabilities:
                         f"output_padding < stride; 'torch': < max(stride, dilation)), "
                         f"got {value!r}")
                 values[name] = value
+            elif name == "arrays":
+                if value not in ARRAY_LIBRARIES:
+                    raise CapabilitiesError(f"{label} must be one of {ARRAY_LIBRARIES}, "
+                                            f"got {value!r}")
+                values[name] = value
+            elif name == "device":
+                if not isinstance(value, str) or not value.strip():
+                    raise CapabilitiesError(f"{label} must be a device name such as 'cpu' or "
+                                            f"'cuda:0', got {value!r}")
+                values[name] = value.strip()
             elif name == "algorithm":
                 if value not in ALGORITHMS:
                     raise CapabilitiesError(f"{label} must be one of {ALGORITHMS}, got {value!r}")
@@ -172,7 +190,11 @@ class Capabilities:
                 raise CapabilitiesError(
                     f"{label} must be True or False, or a tuple of the dtype names where it "
                     f"holds, got {value!r}")
-        return cls(**values)
+        made = cls(**values)
+        if made.arrays == "numpy" and made.device != "cpu":
+            raise CapabilitiesError(f"{where}: NumPy arrays live on the CPU; a device "
+                                    f"({made.device!r}) needs \"arrays\": \"torch\"")
+        return made
 
     # -- reading ---------------------------------------------------------------
     def holds(self, name: str, dtype: str) -> bool:
@@ -214,7 +236,14 @@ class Capabilities:
             values[name] = _normal(tuple(d for d in DTYPES if d in anywhere))
         values["output_padding"] = ("below_stride" if any(
             f.output_padding == "below_stride" for f in flats) else "torch")
+        libraries = {f.arrays for f in flats}
+        values["arrays"] = libraries.pop() if len(libraries) == 1 else "mixed"
+        values["device"] = flats[0].device
         return Capabilities(**values)
+
+    def layouts(self, dtype: str) -> tuple[str, ...]:
+        """The memory layouts inputs in ``dtype`` are drawn in (C first)."""
+        return ("C",) if self.holds("contiguous_only", dtype) else LAYOUTS_OF[self.arrays]
 
     def output_padding_limit(self, stride: int, dilation: int) -> int:
         """The largest output_padding these capabilities allow on an axis."""
@@ -266,6 +295,8 @@ class Capabilities:
         if flat.holds("contiguous_only", p.dtype) and any(
                 v != "C" for v in case.layouts.values()):
             out.append(refused("contiguous_only"))
+        elif flat.arrays == "torch" and "reversed" in case.layouts.values():
+            out.append("a reversed layout (torch tensors have no negative strides)")
         if any(op > flat.output_padding_limit(s, d)
                for op, s, d in zip(p.output_padding, p.stride, p.dilation)):
             out.append(_DESCRIPTIONS["output_padding"])

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Mapping
 from harness.descriptor import DescriptorError, parse_problem_line
 from harness.problem import OPS, ConvProblem
 from harness.reporting import coverage
+from harness.running import native
 from harness.running.calling import silenced
 from harness.running.capabilities import Capabilities, CapabilitiesError
 
@@ -57,6 +58,24 @@ class Implementation:
     #: ``harness_events`` names it, and problems on which it takes that path; every
     #: check visits them (harness/triage/sweep.py) and the summary counts each path
     paths: dict[str, tuple[ConvProblem, ...]] = field(default_factory=dict)
+
+    def derived(self) -> dict[str, str]:
+        """The functions the harness made, not the implementation, and how:
+        ``{"conv2d_backward": "autograd"}`` for a torch forward without its backward."""
+        return {name: fn.derived for name, fn in self.functions.items()
+                if getattr(fn, "derived", None)}
+
+    def native_record(self, function: str) -> dict[str, Any]:
+        """What a case file of a call of ``function`` records of its arrays (contract
+        section 7): nothing for NumPy; the library, the device, and the functions
+        the harness made (its backward from autograd) otherwise."""
+        own = self.capabilities.function(function)
+        if own.arrays == "numpy":
+            return {}
+        record: dict[str, Any] = {"arrays": own.arrays, "device": own.device}
+        if self.derived():
+            record["derived"] = self.derived()
+        return record
 
     def has(self, function: str) -> bool:
         return function in self.functions
@@ -205,6 +224,7 @@ def load_implementation(spec: str) -> Implementation:
         capabilities = Capabilities.from_mapping(getattr(target, "CAPABILITIES", None))
     except CapabilitiesError as exc:
         raise SpecError(f"--impl {spec!r}: {exc}") from None
+    functions = native_functions(spec, functions, capabilities)
     events = getattr(target, "harness_events", None)
     if events is None:  # functions taken from an object that has the hook (a LayerAdapter's)
         events = next((fn.harness_events for fn in functions.values()
@@ -214,6 +234,25 @@ def load_implementation(spec: str) -> Implementation:
                           events=events if callable(events) else None,
                           import_warnings=(imported.warnings, imported.first_warning),
                           paths=declared_paths(spec, getattr(target, "HARNESS_PATHS", None)))
+
+
+def native_functions(spec: str, functions: dict[str, Callable[..., Any]],
+                     capabilities: Capabilities) -> dict[str, Callable[..., Any]]:
+    """The functions as the harness calls them (harness/running/native.py): each on
+    its declared arrays and device; a torch forward's missing backward from autograd."""
+    out = {}
+    for name, fn in functions.items():
+        own = capabilities.function(name)
+        problem = native.device_problem(own.arrays, own.device)
+        if problem is not None:
+            raise SpecError(f"--impl {spec!r}: {name} {problem}")
+        out[name] = native.wrap(fn, own.arrays, own.device)
+    for op in OPS.values():
+        own = capabilities.function(op.name)
+        if op.name in functions and op.backward_name not in functions and own.arrays == "torch":
+            out[op.backward_name] = native.wrap(native.autograd_backward(functions[op.name]),
+                                                "torch", own.device, derived=native.AUTOGRAD)
+    return out
 
 
 def declared_paths(spec: str, raw: Any) -> dict[str, tuple[ConvProblem, ...]]:

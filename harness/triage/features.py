@@ -287,7 +287,7 @@ def candidates(feature: str, current: Any, caps: Capabilities, p: ConvProblem,
     if feature == "dtype":
         return list(caps.dtypes)
     if feature == "layout":
-        return ["C"] if caps.contiguous_only else list(LAYOUTS)
+        return list(caps.layouts(p.dtype))
     if feature == "bias":
         return [False, True] if caps.bias_none else [True]
     if feature == "dilation" and not caps.dilation:

@@ -40,6 +40,7 @@ import numpy as np
 from harness.checks import oracle
 from harness.problem import ConvCase
 from harness.reporting.failures import (
+    NATIVE_KEYS,
     atomic_write,
     case_record,
     load_case,
@@ -254,7 +255,8 @@ def _try(target: Target, record: dict, case: ConvCase,
         procs = []
         for i, (_, before) in enumerate(candidates):
             trial = case_record(record["impl"], case, HISTORY, record.get("message", ""),
-                                run_check=record.get("run_check"), before=before)
+                                run_check=record.get("run_check"), before=before,
+                                native={k: record[k] for k in NATIVE_KEYS if k in record})
             script = Path(tmp) / f"candidate{i}.py"
             atomic_write(script, render_script(trial, case, name=script.name), durable=False)
             procs.append((trial, _start(script)))

@@ -88,7 +88,7 @@ def unshrunk(target: Target, check: str, visit: catalogue.Visit, failure: CheckF
     """The visit's failure as a finding, where a focused search did not meet it: its
     case file and script written, its report saying it was not shrunk."""
     case = visit.case()
-    text = suite.failure_text(target.impl.spec, case, failure, check)
+    text = suite.failure_text(target.impl, case, failure, check)
     path = suite.save_failure(target, failure, check, text, case)
     why = ("a search focused on it did not meet the failure" if visit.archetype is not None
            else "a declared path's problem is not searched")

@@ -171,7 +171,7 @@ def test_report_names_check_parameters_error_tolerance_and_where_the_script_is(t
     with pytest.raises(CheckFailure) as info:
         run_check("grad_input", impl, case)
     target = Target(impl, "conv2d", None, tmp_path)
-    text = failure_text(impl.spec, case, info.value, "grad_input")
+    text = failure_text(impl, case, info.value, "grad_input")
     path = save_failure(target, info.value, "grad_input", text, case)
     report = "\n".join([text, *saved_lines(path)])
     lines = report.splitlines()

@@ -1,0 +1,184 @@
+"""Implementations on their own arrays and devices (issue 36, contract section 7).
+
+The torch cases run on the CPU, and again on a CUDA device where torch sees
+one (``python -m pytest tests/harness/test_native.py`` on a GPU machine checks
+cuDNN's convolutions); without one, those are skipped. In process
+(tests/harness/in_process.py), like the triage's other tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import Phase, given, settings
+
+from harness.checks.registry import examine, run_check
+from harness.problem import LAYOUTS_OF, ConvCase, ConvProblem, make_layout
+from harness.running import native
+from harness.running.capabilities import Capabilities
+from harness.running.isolate import _layout_of
+from harness.running.loader import SpecError, load_implementation
+from strategies import conv_cases
+from strategies.cases import noise
+from tests.harness import in_process
+from tests.harness.conftest import QUIET
+from tests.harness.test_triage import scripts_exit_1
+
+HERE = Path(__file__).parent
+ORACLE_CHECKS = ("forward", "grad_input", "grad_weight", "grad_bias")
+DEVICES = [pytest.param("cpu"), pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="torch sees no CUDA device"))]
+
+
+def torch_impl(device: str, name: str):
+    return load_implementation(f"{HERE / 'torch_impls.py'}:{device}.{name}")
+
+
+def small_case(dtype: str = "float64", layouts: dict | None = None) -> ConvCase:
+    p = ConvProblem(op="conv2d", batch=1, in_channels=2, out_channels=2, input_size=(3, 3),
+                    kernel_size=(2, 2), stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+                    groups=1, bias=True, dtype=dtype)
+    arrays = {name: None if shape is None else noise("floats", dtype, shape, seed)
+              for seed, (name, shape) in enumerate(p.shapes().items())}
+    return ConvCase(problem=p, layouts=layouts or {}, **arrays)
+
+
+# -- handing arrays over -----------------------------------------------------------
+
+@pytest.mark.parametrize("layout", LAYOUTS_OF["torch"])
+def test_a_tensor_has_the_drawn_layouts_strides_and_memory(layout):
+    values = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
+    array = make_layout(values, layout)
+    tensor = native.to_torch(array, "cpu")
+    assert torch.equal(tensor, torch.from_numpy(values))
+    assert tensor.stride() == tuple(s // 4 for s in array.strides)
+    assert tensor.is_contiguous(memory_format=torch.channels_last) == (layout == "channels_last")
+    if layout == "channels_last_slice":  # a slice: the other channels are there, around it
+        assert tensor.storage_offset() == 1 and tensor.untyped_storage().nbytes() > array.nbytes
+    assert _layout_of(array) == layout  # what --isolate's child rebuilds
+
+
+def test_torch_layouts_are_drawn_for_torch_and_numpys_for_numpy():
+    seen = {"numpy": set(), "torch": set()}
+    for arrays in seen:
+        caps = Capabilities(arrays=arrays)
+
+        @settings(max_examples=200, phases=[Phase.generate], **QUIET)
+        @given(case=conv_cases("conv2d", capabilities=caps))
+        def draw(case):
+            seen[arrays].update(case.layouts[name] for name in ("x", "weight", "grad_output"))
+            assert case.layouts.get("bias", "C") not in ("channels_last", "channels_last_slice")
+
+        draw()
+    assert seen == {arrays: set(LAYOUTS_OF[arrays]) for arrays in seen}
+
+
+# -- a correct torch implementation passes ---------------------------------------------
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
+def test_torch_functional_passes_every_oracle_check_in_every_layout(device, dtype):
+    impl = torch_impl(device, "functional")
+    caps = dataclasses.replace(impl.capabilities, dtypes=(dtype,))
+    layouts = set()
+
+    @settings(max_examples=60, phases=[Phase.generate], **QUIET)
+    @given(case=conv_cases("conv2d", capabilities=caps))
+    def passes(case):
+        layouts.add(case.layouts["x"])
+        for check in ORACLE_CHECKS:
+            run_check(check, impl, case)
+
+    passes()
+    assert {"channels_last", "channels_last_slice"} <= layouts
+    assert impl.derived() == {name: "autograd" for name in (
+        "conv1d_backward", "conv2d_backward", "conv3d_backward", "conv_transpose2d_backward")}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_run_of_torch_functional_finds_nothing(device, tmp_path, monkeypatch):
+    bugs, _ = in_process.run_entries(f"{HERE / 'torch_impls.py'}:{device}.functional",
+                                     ("forward", "grad_input", "repeatable"),
+                                     ("conv1d", "conv3d", "conv_transpose2d"),
+                                     tmp_path / "failures", monkeypatch)
+    assert bugs == []
+
+
+# -- contract checks on the native results ---------------------------------------------
+
+def test_a_tensor_of_the_wrong_dtype_is_a_dtype_failure():
+    failures = examine("forward", torch_impl("cpu", "float32_result"), small_case("float64"))
+    (dtype,) = [f for f in failures if f.check == "dtype"]
+    assert "conv2d's result has dtype float32; inputs are float64" in dtype.message
+
+
+def test_an_input_tensor_changed_in_place_is_an_input_changed_failure():
+    failures = examine("forward", torch_impl("cpu", "scales_its_input"),
+                       small_case(layouts={"x": "channels_last_slice"}))
+    assert [f.check for f in failures] == ["input_changed"]
+    assert "changed its input 'x' in place (18 of 18 elements)" in failures[0].message
+
+
+def test_declarations_it_cannot_honour_are_usage_errors(tmp_path):
+    def load(caps: str):
+        path = tmp_path / f"impl{abs(hash(caps))}.py"
+        path.write_text(f"CAPABILITIES = {caps}\ndef conv2d(x, w, b, **kw):\n    return x\n")
+        return load_implementation(str(path))
+
+    with pytest.raises(SpecError, match=r"\['arrays'\] must be one of \('numpy', 'torch'\)"):
+        load('{"arrays": "jax"}')
+    with pytest.raises(SpecError, match="NumPy arrays live on the CPU"):
+        load('{"device": "cuda:0"}')
+    with pytest.raises(SpecError, match="torch does not know"):
+        load('{"arrays": "torch", "device": "tpu:7"}')
+    if not torch.cuda.is_available():
+        with pytest.raises(SpecError, match="torch sees no CUDA device here"):
+            load('{"arrays": "torch", "device": "cuda:0"}')
+
+
+# -- bugs of torch implementations, found, shrunk and reproduced ------------------------
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_channels_last_only_bug_is_found_with_its_layout_and_script(device, tmp_path,
+                                                                      monkeypatch):
+    failures = tmp_path / "failures"
+    bugs, out = in_process.run_entries(f"{HERE / 'torch_impls.py'}:{device}.channels_last_only",
+                                       ("forward",), ("conv2d",), failures, monkeypatch)
+    assert len(bugs) == 1, out
+    (bug,) = bugs
+    record = json.loads((failures / bug["case_file"]).read_text())
+    assert record["arrays"] == "torch" and record["device"] == device
+    assert record["layouts"]["x"] in ("channels_last", "F")  # F is channels-last at 1 row
+    assert record["params"]["in_channels"] == 2 and record["params"]["batch"] == 1
+    assert "layout" in bug["trigger"] and f"arrays:     torch on {device}" in out
+    assert bug["reproduces_alone"] is True
+    scripts_exit_1(failures, bugs)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_forward_alones_wrong_autograd_backward_is_found_and_said_to_come_from_autograd(
+        device, tmp_path, monkeypatch):
+    failures = tmp_path / "failures"
+    bugs, out = in_process.run_entries(f"{HERE / 'torch_impls.py'}:{device}.autograd_function",
+                                       ("forward", "grad_input", "grad_weight", "grad_bias"),
+                                       ("conv2d",), failures, monkeypatch)
+    assert [(b["check"], b["function"]) for b in bugs] == [("grad_weight", "conv2d_backward")]
+    (bug,) = bugs
+    assert (bug["params"]["input_size"], bug["params"]["kernel_size"]) == ([1, 1], [1, 1])
+    assert "conv2d_backward from autograd (it provides none)" in out
+    record = json.loads((failures / bug["case_file"]).read_text())
+    assert record["derived"] == {"conv2d_backward": "autograd"}
+    scripts_exit_1(failures, bugs)
+
+
+def test_the_torch_example_passes(tmp_path, monkeypatch):
+    """examples/torch_unfold_conv.py: a forward on tensors, its backward from autograd."""
+    bugs, _ = in_process.run_entries(str(HERE.parent.parent / "examples" / "torch_unfold_conv.py"),
+                                     ("forward", "grad_input", "grad_weight", "adjoint"),
+                                     ("conv2d",), tmp_path / "failures", monkeypatch)
+    assert bugs == []

@@ -1,0 +1,95 @@
+"""Implementations on torch tensors (issue 36), for tests/harness/test_native.py.
+
+``cpu.<name>`` computes on the CPU, ``cuda.<name>`` on the first CUDA device
+(spec ``tests/harness/torch_impls.py:cpu.functional``). ``functional`` is
+correct; each other one has one known bug. Most give forwards alone: their
+backwards come from autograd, as for a kernel wrapped in ``torch.autograd.Function``.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+import torch.nn.functional as F
+
+
+class _ScaledWeightGrad(torch.autograd.Function):
+    """conv2d whose hand-written backward doubles grad_weight."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, stride, padding, dilation, groups):
+        ctx.save_for_backward(x, weight)
+        ctx.geometry = (stride, padding, dilation, groups)
+        ctx.has_bias = bias is not None
+        return F.conv2d(x, weight, bias, stride, padding, dilation, groups)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, weight = ctx.saved_tensors
+        stride, padding, dilation, groups = ctx.geometry
+        grad_input = torch.nn.grad.conv2d_input(x.shape, weight, grad_output, stride, padding,
+                                                dilation, groups)
+        grad_weight = torch.nn.grad.conv2d_weight(x, weight.shape, grad_output, stride,
+                                                  padding, dilation, groups)
+        grad_bias = grad_output.sum((0, 2, 3)) if ctx.has_bias else None
+        return grad_input, 2 * grad_weight, grad_bias, None, None, None, None
+
+
+def implementations(device: str) -> SimpleNamespace:
+    on = {"arrays": "torch", "device": device}
+
+    class functional:
+        """torch.nn.functional's convolutions themselves: correct."""
+
+        CAPABILITIES = on
+        conv1d = staticmethod(F.conv1d)
+        conv2d = staticmethod(F.conv2d)
+        conv3d = staticmethod(F.conv3d)
+        conv_transpose2d = staticmethod(F.conv_transpose2d)
+
+    class channels_last_only:
+        """Reads a channels-last input's memory as if it were NCHW (pytorch#82060's kind)."""
+
+        CAPABILITIES = on
+
+        @staticmethod
+        def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+            if x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last):
+                x = x.as_strided(x.shape, torch.empty(x.shape).stride(), x.storage_offset())
+            return F.conv2d(x, weight, bias, stride, padding, dilation, groups)
+
+    class autograd_function:
+        """A forward alone, whose autograd.Function backward doubles grad_weight."""
+
+        CAPABILITIES = on
+
+        @staticmethod
+        def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+            return _ScaledWeightGrad.apply(x, weight, bias, stride, padding, dilation, groups)
+
+    class float32_result:
+        """Returns float32 whatever its inputs' dtype."""
+
+        CAPABILITIES = on
+
+        @staticmethod
+        def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+            return F.conv2d(x, weight, bias, stride, padding, dilation, groups).float()
+
+    class scales_its_input:
+        """Scales x in place (and back into its result)."""
+
+        CAPABILITIES = on
+
+        @staticmethod
+        def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+            x.mul_(2)
+            return F.conv2d(x / 2, weight, bias, stride, padding, dilation, groups)
+
+    return SimpleNamespace(**{c.__name__: c for c in (
+        functional, channels_last_only, autograd_function, float32_result, scales_its_input)})
+
+
+cpu = implementations("cpu")
+cuda = implementations("cuda")
