@@ -243,6 +243,10 @@ def features(case: ConvCase) -> list[str]:
     if not p.bias:
         out.append("bias None")
     out += sorted({f"layout {layout}" for layout in case.layouts.values() if layout != "C"})
+    # torch's own formats, per tensor: a kernel may take channels-last for x and not
+    # for its weight (pytorch#82060, #99519)
+    out += [f"{name} {layout}" for name, layout in sorted(case.layouts.items())
+            if layout in CHANNEL_LAYOUTS]
     archetype = coverage_label(p)
     if archetype is not None:
         out.append(archetype)

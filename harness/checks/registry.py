@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from harness.checks import oracle
+from harness.checks import oracle, threads
 from harness.checks.check import REGISTRY, Check, register
 from harness.checks.compare import compare
 from harness.checks.diagnosis import attribute
@@ -21,6 +21,8 @@ from harness.running.calling import CheckFailure, call_backward, call_forward, o
 from harness.running.loader import Implementation
 
 GRADIENTS: tuple[str, ...] = ("grad_input", "grad_weight", "grad_bias")
+#: kinds of failure that no check of their own name finds: the check that does
+PRODUCED_BY: dict[str, str] = {threads.THREAD_COUNT: "repeatable"}
 
 
 def _against_oracle(check: str, name: str, actual: np.ndarray, case: ConvCase,
@@ -47,7 +49,9 @@ def check_gradient(impl: Implementation, case: ConvCase, which: str,
 
 
 def check_repeatable(impl: Implementation, case: ConvCase, timeout: float | None = None) -> None:
-    """The same inputs give bit-identical results on a second call."""
+    """The same inputs give bit-identical results on a second call; for an implementation
+    on torch, also results within the rounding bound of each other on one thread and on
+    several (`threads.compare_thread_counts`)."""
     op = case.problem.op
     backward = case.problem.spec.backward_name
     calls: list[tuple[str, tuple[str, ...], Callable[[], tuple]]] = []
@@ -67,6 +71,9 @@ def check_repeatable(impl: Implementation, case: ConvCase, timeout: float | None
                     f"({differ} of {a.size} elements differ, largest difference "
                     f"{float(np.max(np.abs(a.astype(np.float64) - b))):.3g})",
                     function=name, case=case)
+    if impl.capabilities.function(case.problem.op).arrays == "torch" and oracle.torch_available():
+        for name, labels, call in calls:
+            threads.compare_thread_counts(name, labels, call, case)
 
 
 register(Check("forward", check_forward, ("forward",), oracle=True,

@@ -31,6 +31,7 @@ import numpy as np
 
 from harness.problem import ConvCase
 from harness.reporting.failures import CaseFileError, case_from_record, load_case
+from harness.checks.threads import several
 from harness.running.loader import is_path, split_spec
 
 FORWARD_CHECK = "forward"
@@ -92,6 +93,9 @@ SPEC = {spec!r}  # the implementation under test, as given to --impl
 MODULE, ATTR = {module!r}, {attr!r}  # its module (a path or a dotted name) and attribute
 # The array library and device it computes on ("numpy", or "torch" on a torch device)
 ARRAYS, DEVICE = {arrays!r}, {device!r}
+# torch runs on one thread, as in the harness, whose repeatable check also compares
+# an implementation on torch with itself on SEVERAL threads
+SEVERAL = {several!r}
 RECORDED_FILE = {module_file!r}  # where the file was when the case was recorded
 # A time-out case: the limit its call was recorded with, in seconds (None: no limit)
 TIME_LIMIT = {time_limit!r}
@@ -413,6 +417,7 @@ def main():
         print(f"SKIPPED: {{SPEC}} computes on {{DEVICE}}, and {{device_absent()}}: this "
               "script cannot run the case here")
         sys.exit(2)
+    torch.set_num_threads(1)
     expected, magnitude = torch_results(), torch_results(absolute=True)
     shapes = {{name: None if v is None else v.shape for name, v in expected.items()}}
     call_before(impl)
@@ -463,7 +468,22 @@ _MAINS = {
             if a is not None and a.tobytes() != second[name].tobytes():
                 differ = int(np.count_nonzero(a != second[name]))
                 raise Failed(f"repeatable: {function} gave a different {name} for the same "
-                             f"inputs on a second call ({differ} of {a.size} elements differ)")''',
+                             f"inputs on a second call ({differ} of {a.size} elements differ)")
+    for function, run in calls if ARRAYS == "torch" else ():
+        alone = run()
+        torch.set_num_threads(SEVERAL)
+        try:
+            shared = run()
+        finally:
+            torch.set_num_threads(1)
+        for name, a in alone.items():
+            if a is None:
+                continue
+            beyond = ~(np.abs(a.astype(np.float64) - shared[name]) <= 2 * allowed(name, magnitude[name]))
+            if beyond.any():
+                raise Failed(f"thread_count: {function} gave a different {name} on 1 thread than "
+                             f"on {SEVERAL}: {int(beyond.sum())} of {a.size} elements differ by "
+                             "more than twice the rounding bound")''',
     "other": '''\
     # The harness's check {check!r} is a property this script does not restate;
     # it checks every result against torch instead (replay the case file with
@@ -542,7 +562,7 @@ def render_script(record: dict[str, Any], case: ConvCase | None = None,
                        (record.get("derived") or {}).items())
         on_arrays = f"\narrays: {arrays_of} on {device}{made}"
     header = _HEADER.format(
-        arrays=arrays_of, device=device, on_arrays=on_arrays,
+        arrays=arrays_of, device=device, on_arrays=on_arrays, several=several(),
         before=_before(record, p),
         title=f"Reproduce: {spec} {p.op} fails check {record['check']!r}.",
         params=f"parameters: {p.describe()}",

@@ -257,12 +257,13 @@ def failure_probe(impl: Implementation, failure: CheckFailure, timeout: float | 
         def probe(case: ConvCase) -> bool | str:
             return _verdict(kind, diagnose(impl, function, case, timeout))
         return probe
-    from harness.checks.registry import REGISTRY, examine
-    if kind not in REGISTRY:  # nothing to run it again with
+    from harness.checks.registry import PRODUCED_BY, REGISTRY, examine
+    check = PRODUCED_BY.get(kind, kind)
+    if check not in REGISTRY:  # nothing to run it again with
         return lambda case: False
 
     def probe_check(case: ConvCase) -> bool | str:
-        return _verdict(kind, examine(kind, impl, case, timeout))
+        return _verdict(kind, examine(check, impl, case, timeout))
     return probe_check
 
 

@@ -87,8 +87,35 @@ def implementations(device: str) -> SimpleNamespace:
             x.mul_(2)
             return F.conv2d(x / 2, weight, bias, stride, padding, dilation, groups)
 
+    class thread_dependent:
+        """Drops the last input channel's contribution when run on several threads
+        (oneDNN#6035's kind: a result that depends on the thread count)."""
+
+        CAPABILITIES = on
+
+        @staticmethod
+        def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+            if torch.get_num_threads() > 1 and groups == 1 and x.shape[1] > 1:
+                weight = weight.clone()
+                weight[:, -1] = 0
+            return F.conv2d(x, weight, bias, stride, padding, dilation, groups)
+
+    class thread_order:
+        """Sums in float64 on several threads and in its own dtype on one: results that
+        differ bit for bit between thread counts, each within the rounding bound."""
+
+        CAPABILITIES = on
+
+        @staticmethod
+        def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+            if torch.get_num_threads() > 1:
+                return F.conv2d(x.double(), weight.double(), None if bias is None else
+                                bias.double(), stride, padding, dilation, groups).to(x.dtype)
+            return F.conv2d(x, weight, bias, stride, padding, dilation, groups)
+
     return SimpleNamespace(**{c.__name__: c for c in (
-        functional, channels_last_only, autograd_function, float32_result, scales_its_input)})
+        functional, channels_last_only, autograd_function, float32_result, scales_its_input,
+        thread_dependent, thread_order)})
 
 
 cpu = implementations("cpu")
