@@ -72,7 +72,7 @@ def failure_text(impl: Implementation, drawn: ConvCase, failure: CheckFailure,
         lines.append("layouts: " + ", ".join(f"{k}={v}" for k, v in layouts.items())
                      + " (other inputs C-contiguous)")
     native = impl.native_record(failure.function or p.op)
-    if native:
+    if "arrays" in native:
         made = "".join(f"; {name} from {how} (it provides none)"
                        for name, how in native.get("derived", {}).items()
                        if name == failure.function or failure.function is None)

@@ -15,7 +15,8 @@ from harness.checks import oracle, threads
 from harness.checks.check import REGISTRY, Check, register
 from harness.checks.compare import compare
 from harness.checks.diagnosis import attribute
-from harness.checks.tolerance import declared_algorithm, tolerance
+from harness.checks.tolerance import (declared_algorithm, declared_float32_precision,
+                                      tolerance)
 from harness.problem import ConvCase
 from harness.running.calling import CheckFailure, call_backward, call_forward, observing
 from harness.running.loader import Implementation
@@ -100,8 +101,9 @@ def examine(name: str, impl: Implementation, case: ConvCase,
         check = REGISTRY[name]
     except KeyError:
         raise ValueError(f"unknown check {name!r}; expected one of {sorted(REGISTRY)}") from None
-    algorithm = impl.capabilities_for(check.calls(case.problem.op)).algorithm
-    with observing() as seen, declared_algorithm(algorithm):
+    declared = impl.capabilities_for(check.calls(case.problem.op))
+    with observing() as seen, declared_algorithm(declared.algorithm), \
+            declared_float32_precision(declared.float32_precision):
         try:
             check.run(impl, case, timeout)
             failures: list[CheckFailure] = []

@@ -13,6 +13,8 @@ computes. On top of that bound:
 - for an implementation that declares a Winograd algorithm in CAPABILITIES
   (``"algorithm": "winograd F(4,3)"``), the normwise growth of its transforms
   (harness/checks/algorithms.py), only for it;
+- for an implementation that declares ``"float32_precision": "tf32"``, float32
+  inputs rounded to TF32 before they are multiplied (`TF32_UNIT_ROUNDOFF`);
 - a normwise floor c * u * ||a|| * ||b|| for the two operands, because FFT-
   and Winograd-style algorithms round transformed values that mix all
   elements: their error is normwise, not elementwise. Where a window reads
@@ -68,6 +70,11 @@ from harness.problem import ConvCase
 from harness.reporting import coverage
 
 FLOAT64_UNIT_ROUNDOFF = float(np.finfo(np.float64).eps) / 2
+#: TF32 keeps 10 explicit mantissa bits: rounding to nearest, a relative error of 2**-11.
+#: A product of two such inputs is then off by (1 + d1)(1 + d2) - 1, at most 2u + u**2
+#: of |x w|, before float32's accumulation adds its gamma(K) (NVIDIA's TF32 rounds the
+#: inputs of the products only, and accumulates in float32).
+TF32_UNIT_ROUNDOFF = 2.0 ** -11
 
 
 def unit_roundoff(dtype: str | np.dtype) -> float:
@@ -152,11 +159,16 @@ class Tolerance:
     #: the part of ``bound`` that flushing subnormals to zero may use (elementwise
     #: or a scalar): an error beyond ``bound - flush`` means the result was flushed
     flush: np.ndarray | float = 0.0
+    #: whether it allows float32 inputs rounded to TF32 (declared)
+    tf32: bool = False
 
     def explain(self) -> str:
         text = (f"{self.dtype} (u={unit_roundoff(self.dtype):.3g}), reduction length "
                 f"K={self.terms}: gamma(K)*sum|terms| elementwise + normwise floor "
                 f"{self.floor:.3g}")
+        if self.tf32:
+            text += (f" + inputs rounded to TF32 (u={TF32_UNIT_ROUNDOFF:.3g}: "
+                     "(2u+u^2)*sum|terms|, declared)")
         if np.any(np.asarray(self.flush) > 0):
             text += (f" + flush to zero (2K smallest normals {smallest_normal(self.dtype):.3g}"
                      ", and subnormal operands read as 0)")
@@ -168,6 +180,9 @@ FLUSH_NOTE = "flushes subnormals to zero"
 #: the algorithm the implementation under check declares (CAPABILITIES["algorithm"]),
 #: set around each check by harness.checks.registry.examine
 _ALGORITHM: contextvars.ContextVar[str] = contextvars.ContextVar("algorithm", default="direct")
+#: its declared CAPABILITIES["float32_precision"], likewise
+_FLOAT32_PRECISION: contextvars.ContextVar[str] = contextvars.ContextVar("float32_precision",
+                                                                         default="ieee")
 
 
 @contextlib.contextmanager
@@ -178,6 +193,26 @@ def declared_algorithm(algorithm: str) -> Iterator[None]:
         yield
     finally:
         _ALGORITHM.reset(token)
+
+
+@contextlib.contextmanager
+def declared_float32_precision(precision: str) -> Iterator[None]:
+    """Within this block, float32 tolerances allow for ``precision`` ("ieee", "tf32")."""
+    token = _FLOAT32_PRECISION.set(precision)
+    try:
+        yield
+    finally:
+        _FLOAT32_PRECISION.reset(token)
+
+
+def tf32_allowance(dtype: str, operands: tuple[np.ndarray, np.ndarray | None],
+                   magnitude: np.ndarray) -> np.ndarray | float:
+    """What rounding float32 inputs to TF32 may add to a result that sums products
+    (0 for another dtype, or for grad_bias, which multiplies nothing)."""
+    if dtype != "float32" or operands[1] is None:
+        return 0.0
+    u = TF32_UNIT_ROUNDOFF  # the product of two 11-bit significands is exact in float32
+    return (2 * u + u * u) * magnitude
 
 
 def algorithm_floor(algorithm: str, name: str, operands: tuple[np.ndarray, np.ndarray | None],
@@ -240,6 +275,10 @@ def tolerance(case: ConvCase, name: str, magnitude: Reference) -> Tolerance:
     size = magnitude[name]
     flush = flush_allowance(p.dtype, terms, operands, size,
                             case.bias if name == "y" else None)
-    bound = ((gamma(terms, u) + gamma(terms, FLOAT64_UNIT_ROUNDOFF)) * size
-             + flush + floor)
-    return Tolerance(bound=bound, dtype=p.dtype, terms=terms, floor=floor, flush=flush)
+    tf32 = _FLOAT32_PRECISION.get() == "tf32" and p.dtype == "float32"
+    rounded = tf32_allowance(p.dtype, operands, size) if tf32 else 0.0
+    # the float32 sum of the rounded products, each at most (1 + u_tf32)**2 |x w|
+    bound = ((gamma(terms, u) * ((1 + TF32_UNIT_ROUNDOFF) ** 2 if tf32 else 1)
+              + gamma(terms, FLOAT64_UNIT_ROUNDOFF)) * size + rounded + flush + floor)
+    return Tolerance(bound=bound, dtype=p.dtype, terms=terms, floor=floor, flush=flush,
+                     tf32=tf32)

@@ -96,6 +96,8 @@ ARRAYS, DEVICE = {arrays!r}, {device!r}
 # torch runs on one thread, as in the harness, whose repeatable check also compares
 # an implementation on torch with itself on SEVERAL threads
 SEVERAL = {several!r}
+# "tf32": it declares float32 products of inputs rounded to TF32 (10-bit mantissa)
+FLOAT32_PRECISION = {float32_precision!r}
 RECORDED_FILE = {module_file!r}  # where the file was when the case was recorded
 # A time-out case: the limit its call was recorded with, in seconds (None: no limit)
 TIME_LIMIT = {time_limit!r}
@@ -367,6 +369,10 @@ def allowed(name, magnitude):
     if b is not None:  # normwise floor for FFT/Winograd-style algorithms
         floor = 5 * math.log2(2 + max(a.size, b.size)) * u * norm2(a) * norm2(b)
     flush = flush_allowance(k, a, b, magnitude, name == "y")
+    if FLOAT32_PRECISION == "tf32" and np.dtype(DTYPE) == np.float32 and b is not None:
+        ut = 2.0 ** -11  # inputs rounded to TF32: (2u + u^2) per product, float32 sums
+        return ((gamma(k, u) * (1 + ut) ** 2 + gamma(k, u64)) * magnitude
+                + (2 * ut + ut * ut) * magnitude + flush + floor)
     return (gamma(k, u) + gamma(k, u64)) * magnitude + flush + floor
 
 
@@ -563,6 +569,7 @@ def render_script(record: dict[str, Any], case: ConvCase | None = None,
         on_arrays = f"\narrays: {arrays_of} on {device}{made}"
     header = _HEADER.format(
         arrays=arrays_of, device=device, on_arrays=on_arrays, several=several(),
+        float32_precision=record.get("float32_precision", "ieee"),
         before=_before(record, p),
         title=f"Reproduce: {spec} {p.op} fails check {record['check']!r}.",
         params=f"parameters: {p.describe()}",

@@ -48,6 +48,10 @@ FUNCTION_NAMES: tuple[str, ...] = tuple(
 #: True, False, or the dtype names where it holds
 PerDtype = Union[bool, tuple[str, ...]]
 
+#: values of ``float32_precision``: float32 products of float32 inputs, or of inputs
+#: rounded to TF32 (10 explicit mantissa bits), as NVIDIA GPUs compute by default
+FLOAT32_PRECISIONS: tuple[str, ...] = ("ieee", "tf32")
+
 #: the array libraries an implementation may compute on (harness/running/native.py)
 ARRAY_LIBRARIES: tuple[str, ...] = ("numpy", "torch")
 
@@ -118,6 +122,8 @@ class Capabilities:
     arrays: str = "numpy"
     #: the device its arrays live on, as the library names it ("cpu", "cuda:0")
     device: str = "cpu"
+    #: "tf32": its float32 products may take inputs rounded to TF32 (FLOAT32_PRECISIONS)
+    float32_precision: str = "ieee"
     #: (function name, its own flat capabilities) for the functions that declare
     #: any; the fields above are the module's, which hold for every other function
     functions: tuple[tuple[str, "Capabilities"], ...] = ()
@@ -171,6 +177,11 @@ class Capabilities:
             elif name == "arrays":
                 if value not in ARRAY_LIBRARIES:
                     raise CapabilitiesError(f"{label} must be one of {ARRAY_LIBRARIES}, "
+                                            f"got {value!r}")
+                values[name] = value
+            elif name == "float32_precision":
+                if value not in FLOAT32_PRECISIONS:
+                    raise CapabilitiesError(f"{label} must be one of {FLOAT32_PRECISIONS}, "
                                             f"got {value!r}")
                 values[name] = value
             elif name == "device":
@@ -239,6 +250,8 @@ class Capabilities:
         libraries = {f.arrays for f in flats}
         values["arrays"] = libraries.pop() if len(libraries) == 1 else "mixed"
         values["device"] = flats[0].device
+        values["float32_precision"] = ("tf32" if any(f.float32_precision == "tf32"
+                                                     for f in flats) else "ieee")
         return Capabilities(**values)
 
     def layouts(self, dtype: str) -> tuple[str, ...]:

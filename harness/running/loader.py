@@ -68,13 +68,16 @@ class Implementation:
     def native_record(self, function: str) -> dict[str, Any]:
         """What a case file of a call of ``function`` records of its arrays (contract
         section 7): nothing for NumPy; the library, the device, and the functions
-        the harness made (its backward from autograd) otherwise."""
+        the harness made (its backward from autograd) otherwise; and a float32
+        precision other than IEEE's, where declared."""
         own = self.capabilities.function(function)
-        if own.arrays == "numpy":
-            return {}
-        record: dict[str, Any] = {"arrays": own.arrays, "device": own.device}
-        if self.derived():
-            record["derived"] = self.derived()
+        record: dict[str, Any] = {}
+        if own.arrays != "numpy":
+            record.update(arrays=own.arrays, device=own.device)
+            if self.derived():
+                record["derived"] = self.derived()
+        if own.float32_precision != "ieee":
+            record["float32_precision"] = own.float32_precision
         return record
 
     def has(self, function: str) -> bool:

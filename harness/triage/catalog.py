@@ -237,6 +237,8 @@ def part_of(bug: Bug, entry: Bug) -> bool:
             and entry.signature == f"returns {low}" \
             and matches(entry.conditions, bug.problem, bug.layouts):
         return True
+    if evidence.get("tf32") and entry.evidence.get("tf32"):
+        return True  # float32 inputs rounded to TF32, wherever it multiplies
     if stateful(bug) and stateful(entry) and bug.function in (entry.functions
                                                               or [entry.function]):
         return True  # calls that do not repeat: the state one function keeps

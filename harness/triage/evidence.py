@@ -22,6 +22,13 @@ that a finding that is a symptom of a known cause (harness/triage/catalog.py,
     rounding bound of those sums. Both true: the backward inherits the
     forward's error (an autograd backward, or one that reuses the forward's
     windows).
+``tf32``
+    For a float32 value failure of an implementation that does not declare
+    ``"float32_precision": "tf32"``: True when every result of that kind is
+    within the bound that allows float32 inputs rounded to TF32 (10-bit
+    mantissa), as NVIDIA GPUs compute float32 convolutions by default. Such a
+    finding is that rounding, undeclared, not a cause to explain: its report
+    says so, in one line that says how to declare it.
 ``unrepeatable``
     ``"k of n"``: of `REPEATS` further calls on the same inputs, how many gave
     results other than the first's, bit for bit (absent when all agreed). A
@@ -40,12 +47,17 @@ import numpy as np
 from harness.checks.compare import compare
 from harness.checks.diagnosis import (BACKWARD_RESULTS, FORWARD_RESULTS, VALUE_KIND, diagnose,
                                       reference)
-from harness.checks.tolerance import flush_allowance, gamma, tolerance, unit_roundoff
+from harness.checks.tolerance import (declared_float32_precision, flush_allowance, gamma,
+                                      tolerance, unit_roundoff)
 from harness.problem import DTYPES, ConvCase
 from harness.running.calling import CheckFailure, call_backward, call_forward, observing
 from harness.running.loader import Implementation
 from harness.triage.explain import values_for
 
+#: the trigger of a finding whose errors are TF32 rounding, undeclared (one line)
+TF32_TRIGGER = ("float32 inputs rounded to TF32: its errors fit that rounding (10-bit mantissa, "
+                "as NVIDIA GPUs compute float32 convolutions by default), not float32's; if "
+                "that is intended, declare \"float32_precision\": \"tf32\" in CAPABILITIES")
 VALUE_KINDS = frozenset({"forward", "grad_input", "grad_weight", "grad_bias"})
 
 
@@ -60,6 +72,9 @@ def gather(impl: Implementation, failure: CheckFailure, case: ConvCase,
         if differ:
             out["unrepeatable"] = f"{differ} of {REPEATS}"
             return out  # what the other evidence measures would be noise too
+        if rounded_to_tf32(impl, failure.function, case, timeout, failure.check):
+            out["tf32"] = True
+            return out  # the lower precision is TF32's, inputs only
         low = precision(impl, failure.function, case, timeout, failure.check)
         if low:
             out["precision"] = low
@@ -105,23 +120,47 @@ def _noise(case: ConvCase) -> ConvCase:
     return values_for(case, case.problem, dict(case.layouts), False, seed=4321)
 
 
-def precision(impl: Implementation, function: str, case: ConvCase,
-              timeout: float | None, kind: str | None = None) -> str | None:
-    """The lowest dtype below ``case``'s whose rounding every result of the call is within
-    (the result of that ``kind`` of failure only, where given: ``grad_weight``...)."""
+def _results(impl: Implementation, function: str, case: ConvCase, timeout: float | None,
+             kind: str | None) -> tuple[tuple[str, ...], tuple]:
+    """(names, results) of one call of ``function`` on ``case``: those of that ``kind``
+    of failure only, where given (``grad_weight``...)."""
     backward = function.endswith("_backward")
     with observing():
         results = (call_backward if backward else call_forward)(
             impl.function(function), case, timeout)
     results = results if backward else (results,)
     names = BACKWARD_RESULTS if backward else FORWARD_RESULTS
-    expected, magnitude = reference(case)
     if kind is not None:
         only = [(name, actual) for name, actual in zip(names, results)
                 if VALUE_KIND.get(name) == kind]
         names, results = tuple(n for n, _ in only), tuple(a for _, a in only)
-        if not names:
-            return None
+    return names, results
+
+
+def rounded_to_tf32(impl: Implementation, function: str, case: ConvCase,
+                    timeout: float | None, kind: str | None = None) -> bool:
+    """Whether a float32 call, undeclared TF32, is within the bound of inputs rounded
+    to TF32 (every result of that ``kind``, where given)."""
+    if case.problem.dtype != "float32" or \
+            impl.capabilities_for((function,)).float32_precision == "tf32":
+        return False
+    names, results = _results(impl, function, case, timeout, kind)
+    expected, magnitude = reference(case)
+    with declared_float32_precision("tf32"):
+        return bool(names) and all(
+            actual is None or expected[name] is None or compare(
+                name, actual, expected[name], tolerance(case, name, magnitude)) is None
+            for name, actual in zip(names, results))
+
+
+def precision(impl: Implementation, function: str, case: ConvCase,
+              timeout: float | None, kind: str | None = None) -> str | None:
+    """The lowest dtype below ``case``'s whose rounding every result of the call is within
+    (the result of that ``kind`` of failure only, where given: ``grad_weight``...)."""
+    names, results = _results(impl, function, case, timeout, kind)
+    if not names:
+        return None
+    expected, magnitude = reference(case)
     lower = DTYPES[DTYPES.index(case.problem.dtype) + 1:]
     # a lower dtype that cannot hold a result's value did not compute it: a non-zero
     # value below its smallest subnormal would have flushed to 0 there (a float32

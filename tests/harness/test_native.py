@@ -234,3 +234,37 @@ def test_sums_ordered_differently_on_more_threads_are_no_failure():
     passes()
     with pytest.raises(CheckFailure, match="thread_count|on 1 thread"):
         run_check("repeatable", torch_impl("cpu", "thread_dependent"), small_case())
+
+
+# -- TF32 -----------------------------------------------------------------------------
+
+def test_tf32_rounding_passes_where_declared_and_fails_float32s_bound_where_not():
+    declared, undeclared = (torch_impl("cpu", name) for name in ("tf32_rounding",
+                                                                 "tf32_undeclared"))
+    caps = dataclasses.replace(declared.capabilities, dtypes=("float32",))
+
+    @settings(max_examples=60, phases=[Phase.generate], **QUIET)
+    @given(case=conv_cases("conv2d", capabilities=caps))
+    def passes(case):
+        assume(not torchs_own_bug(case))
+        for check in ORACLE_CHECKS:
+            run_check(check, declared, case)
+
+    passes()
+    with pytest.raises(CheckFailure, match=r"tolerance: float32 \(u=5.96e-08\)") as info:
+        run_check("forward", undeclared, small_case("float32"))
+    assert "TF32" not in info.value.message  # float32's bound: TF32 is not allowed
+    run_check("forward", declared, small_case("float32"))
+
+
+def test_undeclared_tf32_is_one_entry_that_says_so_and_how_to_declare_it(tmp_path,
+                                                                         monkeypatch):
+    failures = tmp_path / "failures"
+    bugs, out = in_process.run_entries(f"{HERE / 'torch_impls.py'}:cpu.tf32_undeclared",
+                                       ORACLE_CHECKS, ("conv2d",), failures, monkeypatch)
+    assert len(bugs) == 1, [(b["check"], b["trigger"]) for b in bugs]
+    (bug,) = bugs
+    assert bug["params"]["dtype"] == "float32"
+    assert bug["trigger"].startswith("float32 inputs rounded to TF32")
+    assert '"float32_precision": "tf32"' in bug["trigger"]
+    scripts_exit_1(failures, bugs)

@@ -36,13 +36,22 @@ class _ScaledWeightGrad(torch.autograd.Function):
         return grad_input, 2 * grad_weight, grad_bias, None, None, None, None
 
 
+def to_tf32(t: torch.Tensor) -> torch.Tensor:
+    """float32 values rounded to TF32's 10 explicit mantissa bits (to nearest, ties away);
+    to autograd, the identity (the gradient flows as through the unrounded values)."""
+    bits = t.detach().contiguous().view(torch.int32)
+    rounded = ((bits + 0x1000) & -0x2000).view(torch.float32)
+    return t + (rounded - t).detach()
+
+
 def implementations(device: str) -> SimpleNamespace:
     on = {"arrays": "torch", "device": device}
 
     class functional:
-        """torch.nn.functional's convolutions themselves: correct."""
+        """torch.nn.functional's convolutions themselves: correct. On CUDA, cuDNN computes
+        float32 with TF32 inputs by default (torch.backends.cudnn.allow_tf32), said here."""
 
-        CAPABILITIES = on
+        CAPABILITIES = {**on, "float32_precision": "tf32" if device != "cpu" else "ieee"}
         conv1d = staticmethod(F.conv1d)
         conv2d = staticmethod(F.conv2d)
         conv3d = staticmethod(F.conv3d)
@@ -113,9 +122,26 @@ def implementations(device: str) -> SimpleNamespace:
                                 bias.double(), stride, padding, dilation, groups).to(x.dtype)
             return F.conv2d(x, weight, bias, stride, padding, dilation, groups)
 
+    class tf32_rounding:
+        """Rounds float32 inputs to TF32 (10 explicit mantissa bits, to nearest) before a
+        float32 convolution, as cuDNN does on NVIDIA GPUs by default; declared."""
+
+        CAPABILITIES = {**on, "float32_precision": "tf32"}
+
+        @staticmethod
+        def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+            if x.dtype == torch.float32:
+                x, weight = to_tf32(x), to_tf32(weight)
+            return F.conv2d(x, weight, bias, stride, padding, dilation, groups)
+
+    class tf32_undeclared(tf32_rounding):
+        """The same, without saying so."""
+
+        CAPABILITIES = on
+
     return SimpleNamespace(**{c.__name__: c for c in (
         functional, channels_last_only, autograd_function, float32_result, scales_its_input,
-        thread_dependent, thread_order)})
+        thread_dependent, thread_order, tf32_rounding, tf32_undeclared)})
 
 
 cpu = implementations("cpu")
