@@ -16,6 +16,11 @@ checks, which raise ``ValueError`` wherever torch raises.
 Inputs are never written to: all work happens on our own zero-padded copy
 of the input, and every window is a slice of that copy. float16 is computed
 in float32 and cast back; float32 and float64 in their own dtype.
+
+bfloat16 (ml_dtypes.bfloat16, which the harness draws only for an implementation
+that declares it) is not taken: ``np.einsum`` has no bfloat16 loop ("invalid data
+type for einsum"), and a cast to float32 and back would check that cast, not this
+module's arithmetic. So its dtypes are the harness's default three.
 """
 
 from __future__ import annotations

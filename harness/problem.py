@@ -13,10 +13,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 # float64 first: the simplest dtype to read is the one shrinking heads for.
 DTYPES: tuple[str, ...] = ("float64", "float32", "float16")
+#: with bfloat16 (ml_dtypes.bfloat16, which importing ml_dtypes names "bfloat16" for
+#: NumPy): drawn only for an implementation that declares it in CAPABILITIES
+ALL_DTYPES: tuple[str, ...] = DTYPES + ("bfloat16",)
 #: every memory layout an input may be handed over in (`make_layout`)
 LAYOUTS: tuple[str, ...] = ("C", "F", "strided", "reversed", "channels_last",
                             "channels_last_slice")
@@ -192,6 +196,16 @@ class ConvProblem:
 #: the names of a problem's parameters (the contract's ``params``), in order
 PARAMETERS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ConvProblem)
                                     if f.name not in ("op", "drawn_from"))
+
+
+def finfo(dtype: str | np.dtype) -> np.finfo:
+    """The machine limits of ``dtype``, bfloat16's included (NumPy's finfo has none)."""
+    return ml_dtypes.finfo(np.dtype(dtype))
+
+
+def is_float(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` is a floating-point type, bfloat16 (NumPy kind "V") included."""
+    return dtype.kind == "f" or dtype == np.dtype(ml_dtypes.bfloat16)
 
 
 def make_layout(values: np.ndarray, layout: str) -> np.ndarray:

@@ -16,7 +16,8 @@ from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
-from harness.problem import ARRAY_NAMES, CHANNEL_LAYOUTS, LAYOUTS_OF, ConvCase, ConvProblem
+from harness.problem import (ARRAY_NAMES, CHANNEL_LAYOUTS, LAYOUTS_OF, ConvCase, ConvProblem,
+                             finfo)
 from harness.reporting import coverage
 from harness.running.capabilities import Capabilities
 from strategies.archetypes import coverage_label
@@ -32,7 +33,7 @@ NOISE_KINDS: tuple[str, ...] = ("none", "ints", "thirds", "floats", "tiny")
 #: How many octaves above the dtype's smallest normal number the "tiny" kind's
 #: scale reaches: float32's 2**-102 (2e-31) takes its results past 1e-30;
 #: float16's 2**-4 is where its ordinary values begin.
-TINY_OCTAVES = {"float16": 10, "float32": 24, "float64": 24}
+TINY_OCTAVES = {"float16": 10, "float32": 24, "float64": 24, "bfloat16": 24}
 _noise_kinds = st.sampled_from(NOISE_KINDS)
 _seeds = st.integers(0, 2**32 - 1)
 
@@ -91,7 +92,7 @@ def noise(kind: str, dtype: str | np.dtype, shape: tuple[int, ...], seed: int) -
     elif kind == "tiny":
         dt = np.dtype(dtype)
         octave = int(rng.integers(0, TINY_OCTAVES[dt.name] + 1))
-        scale = float(np.finfo(dt).smallest_normal) * 2.0 ** (octave - 2)
+        scale = float(finfo(dt).smallest_normal) * 2.0 ** (octave - 2)
         drawn = rng.uniform(-MAX_ABS_VALUE, MAX_ABS_VALUE, size=shape) * scale
     else:
         raise ValueError(f"unknown noise kind {kind!r}; expected one of {NOISE_KINDS[1:]}")

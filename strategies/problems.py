@@ -149,6 +149,9 @@ SQUARE_ODDS = 2
 #: For an implementation that takes float16 only, the large tier keeps K and
 #: batch * positions within 512 instead.
 FLOAT16_MAX_TERMS = 512
+#: likewise for bfloat16 summed in bfloat16 (u = 2**-8): gamma(64) = 1/3. Summed in
+#: float32 (the default), its bound is u + float32's gamma(K): no limit.
+BFLOAT16_MAX_TERMS = 64
 
 
 @functools.lru_cache(maxsize=None)
@@ -681,6 +684,8 @@ def _problems(draw, op: str, caps: Capabilities, b: Bounds,
                           output_padding=output_padding)
     if not only_float16 and _max_terms(problem) > FLOAT16_MAX_TERMS:
         allowed = tuple(d for d in allowed if d != "float16") or allowed
+    if caps.bfloat16_accumulation == "bfloat16" and _max_terms(problem) > BFLOAT16_MAX_TERMS:
+        allowed = tuple(d for d in allowed if d != "bfloat16") or allowed
     dtype = draw(_sampled(allowed))
     # the archetype travels with the problem, for a report to say where a failure was
     # found (harness/suite.py)

@@ -15,8 +15,8 @@ from harness.checks import oracle, threads
 from harness.checks.check import REGISTRY, Check, register
 from harness.checks.compare import compare
 from harness.checks.diagnosis import attribute
-from harness.checks.tolerance import (declared_algorithm, declared_float32_precision,
-                                      tolerance)
+from harness.checks.tolerance import (declared_algorithm, declared_bfloat16_accumulation,
+                                      declared_float32_precision, tolerance)
 from harness.problem import ConvCase
 from harness.running.calling import CheckFailure, call_backward, call_forward, observing
 from harness.running.loader import Implementation
@@ -103,7 +103,8 @@ def examine(name: str, impl: Implementation, case: ConvCase,
         raise ValueError(f"unknown check {name!r}; expected one of {sorted(REGISTRY)}") from None
     declared = impl.capabilities_for(check.calls(case.problem.op))
     with observing() as seen, declared_algorithm(declared.algorithm), \
-            declared_float32_precision(declared.float32_precision):
+            declared_float32_precision(declared.float32_precision), \
+            declared_bfloat16_accumulation(declared.bfloat16_accumulation):
         try:
             check.run(impl, case, timeout)
             failures: list[CheckFailure] = []

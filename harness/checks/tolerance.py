@@ -13,6 +13,11 @@ computes. On top of that bound:
 - for an implementation that declares a Winograd algorithm in CAPABILITIES
   (``"algorithm": "winograd F(4,3)"``), the normwise growth of its transforms
   (harness/checks/algorithms.py), only for it;
+- bfloat16 products (exact in float32: two 8-bit significands) summed in
+  float32, as the implementation declares by default, then rounded once to
+  bfloat16: ``u_bf16 * sum|terms|`` for that rounding and float32's
+  gamma(K) for the sum; where it declares ``"bfloat16_accumulation":
+  "bfloat16"``, bfloat16's own gamma(K);
 - for an implementation that declares ``"float32_precision": "tf32"``, float32
   inputs rounded to TF32 before they are multiplied (`TF32_UNIT_ROUNDOFF`);
 - a normwise floor c * u * ||a|| * ||b|| for the two operands, because FFT-
@@ -66,7 +71,7 @@ import numpy as np
 
 from harness.checks import algorithms
 from harness.checks.oracle import Reference
-from harness.problem import ConvCase
+from harness.problem import ConvCase, finfo
 from harness.reporting import coverage
 
 FLOAT64_UNIT_ROUNDOFF = float(np.finfo(np.float64).eps) / 2
@@ -78,7 +83,7 @@ TF32_UNIT_ROUNDOFF = 2.0 ** -11
 
 
 def unit_roundoff(dtype: str | np.dtype) -> float:
-    return float(np.finfo(np.dtype(dtype)).eps) / 2
+    return float(finfo(dtype).eps) / 2
 
 
 def gamma(n: int, u: float) -> float:
@@ -88,7 +93,7 @@ def gamma(n: int, u: float) -> float:
 
 def smallest_normal(dtype: str | np.dtype) -> float:
     """lambda: the dtype's smallest positive normal number (below it, values may flush)."""
-    return float(np.finfo(np.dtype(dtype)).smallest_normal)
+    return float(finfo(dtype).smallest_normal)
 
 
 def has_subnormal(a: np.ndarray | None) -> bool:
@@ -183,6 +188,19 @@ _ALGORITHM: contextvars.ContextVar[str] = contextvars.ContextVar("algorithm", de
 #: its declared CAPABILITIES["float32_precision"], likewise
 _FLOAT32_PRECISION: contextvars.ContextVar[str] = contextvars.ContextVar("float32_precision",
                                                                          default="ieee")
+#: and its CAPABILITIES["bfloat16_accumulation"]
+_BFLOAT16_ACCUMULATION: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "bfloat16_accumulation", default="float32")
+
+
+@contextlib.contextmanager
+def declared_bfloat16_accumulation(accumulation: str) -> Iterator[None]:
+    """Within this block, bfloat16 tolerances allow for sums in ``accumulation``."""
+    token = _BFLOAT16_ACCUMULATION.set(accumulation)
+    try:
+        yield
+    finally:
+        _BFLOAT16_ACCUMULATION.reset(token)
 
 
 @contextlib.contextmanager
@@ -245,7 +263,7 @@ def flushed(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> bool:
     with np.errstate(invalid="ignore"):
         error = np.abs(a - e)
         within = error <= tol.bound
-        tiny = float(np.finfo(np.dtype(tol.dtype)).smallest_subnormal)
+        tiny = float(finfo(tol.dtype).smallest_subnormal)
         result_flushed = ((a == 0) & (np.abs(e) > tol.terms * tiny)
                           & (np.abs(e) < smallest_normal(tol.dtype)))
         # without flushing, gradual underflow is off by half a subnormal per term at most
@@ -270,15 +288,23 @@ def tolerance(case: ConvCase, name: str, magnitude: Reference) -> Tolerance:
         "grad_bias": (p.grad_bias_terms(), (case.grad_output, None)),
     }[name]
     u = unit_roundoff(p.dtype)
-    floor = 0.0 if operands[1] is None else normwise_floor(*operands, u)
-    floor += algorithm_floor(_ALGORITHM.get(), name, operands, p.spec.spatial_dims, terms, u)
+    wide = p.dtype == "bfloat16" and _BFLOAT16_ACCUMULATION.get() == "float32"
+    # a transform's normwise error is in the type it computes in: bfloat16 data summed
+    # in float32 are transformed in float32 (and each result rounded once, below)
+    u_sum = unit_roundoff("float32") if wide else u
+    floor = 0.0 if operands[1] is None else normwise_floor(*operands, u_sum)
+    floor += algorithm_floor(_ALGORITHM.get(), name, operands, p.spec.spatial_dims, terms,
+                             u_sum)
     size = magnitude[name]
     flush = flush_allowance(p.dtype, terms, operands, size,
                             case.bias if name == "y" else None)
     tf32 = _FLOAT32_PRECISION.get() == "tf32" and p.dtype == "float32"
     rounded = tf32_allowance(p.dtype, operands, size) if tf32 else 0.0
     # the float32 sum of the rounded products, each at most (1 + u_tf32)**2 |x w|
-    bound = ((gamma(terms, u) * ((1 + TF32_UNIT_ROUNDOFF) ** 2 if tf32 else 1)
+    summed = gamma(terms, u)
+    if wide:  # exact products summed in float32, then one rounding to bfloat16
+        summed = u + gamma(terms, u_sum) * (1 + u)
+    bound = ((summed * ((1 + TF32_UNIT_ROUNDOFF) ** 2 if tf32 else 1)
               + gamma(terms, FLOAT64_UNIT_ROUNDOFF)) * size + rounded + flush + floor)
     return Tolerance(bound=bound, dtype=p.dtype, terms=terms, floor=floor, flush=flush,
                      tf32=tf32)

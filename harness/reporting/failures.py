@@ -69,7 +69,8 @@ def unpacked_inputs(packed: dict[str, Any]) -> dict[str, Any]:
 
 
 #: what a case record holds of an implementation's own arrays (contract section 7)
-NATIVE_KEYS: tuple[str, ...] = ("arrays", "device", "derived", "float32_precision")
+NATIVE_KEYS: tuple[str, ...] = ("arrays", "device", "derived", "float32_precision",
+                                 "bfloat16_accumulation")
 
 
 def case_record(impl_spec: str, case: ConvCase, check: str, message: str,

@@ -50,7 +50,12 @@ def _literal(array: np.ndarray | None, dtype: str, indent: int) -> str:
     body = np.array2string(np.asarray(array, dtype=np.float64), separator=", ",
                            formatter={"float_kind": fmt}, threshold=sys.maxsize,
                            max_line_width=88 - indent, prefix=" " * indent)
-    return f"np.array({body}, dtype=np.{dtype})"
+    return f"np.array({body}, dtype={_dtype_source(dtype)})"
+
+
+def _dtype_source(dtype: str) -> str:
+    """The script's name of ``dtype``: NumPy's, or ml_dtypes' bfloat16."""
+    return f"ml_dtypes.{dtype}" if dtype == "bfloat16" else f"np.{dtype}"
 
 
 def _terms(case: ConvCase) -> dict[str, int]:
@@ -88,6 +93,7 @@ import threading
 
 import numpy as np
 import torch
+{ml_dtypes_import}
 
 SPEC = {spec!r}  # the implementation under test, as given to --impl
 MODULE, ATTR = {module!r}, {attr!r}  # its module (a path or a dotted name) and attribute
@@ -106,7 +112,10 @@ KWARGS = {kwargs}
 LAYOUTS = {layout_dict!r}
 # K, the reduction length of each result (products summed per element)
 TERMS = {terms!r}
-DTYPE = np.{dtype}
+DTYPE = {dtype_source}
+finfo = {finfo}  # the dtype's limits (NumPy's finfo knows no bfloat16)
+# what it sums bfloat16 products in, as it declares (float32 unless it says bfloat16)
+BFLOAT16_ACCUMULATION = {bfloat16_accumulation!r}
 
 x = {x}
 weight = {weight}
@@ -212,7 +221,11 @@ def native(values):
     while isinstance(root.base, np.ndarray):
         root = root.base
     start = values.__array_interface__["data"][0] - root.__array_interface__["data"][0]
-    storage = torch.from_numpy(root.ravel(order="K").copy()).to(DEVICE)
+    flat = root.ravel(order="K").copy()
+    if flat.dtype.kind == "V":  # bfloat16 (ml_dtypes): torch takes its bits as int16
+        storage = torch.from_numpy(flat.view(np.int16)).view(torch.bfloat16).to(DEVICE)
+    else:
+        storage = torch.from_numpy(flat).to(DEVICE)
     return storage.as_strided(values.shape, [s // values.itemsize for s in values.strides],
                               start // values.itemsize)
 
@@ -220,7 +233,10 @@ def native(values):
 def host(value):
     """A result (or an input after the call) as a NumPy array on the CPU."""
     if isinstance(value, torch.Tensor):
-        return value.detach().to("cpu").numpy()
+        value = value.detach().to("cpu")
+        if value.dtype == torch.bfloat16:
+            return value.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+        return value.numpy()
     return np.asarray(value)
 
 
@@ -337,7 +353,7 @@ def has_subnormal(a):
     if a is None:
         return False
     m = np.abs(a)
-    return bool(np.any((m > 0) & (m < np.finfo(DTYPE).smallest_normal)))
+    return bool(np.any((m > 0) & (m < finfo(DTYPE).smallest_normal)))
 
 
 def largest(a):
@@ -349,8 +365,8 @@ def flush_allowance(k, a, b, magnitude, with_bias):
     the smallest normal number lam may become 0 (2*k*lam), and a subnormal operand
     read as 0 loses its product, at most lam * |other factor| per term and never
     more than the element's sum of |terms|. b is None when the other factor is 1."""
-    lam = float(np.finfo(DTYPE).smallest_normal)
-    u = float(np.finfo(DTYPE).eps) / 2
+    lam = float(finfo(DTYPE).smallest_normal)
+    u = float(finfo(DTYPE).eps) / 2
     results = 2 * k * lam * (1 + gamma(k, u))
     inputs = k * lam * ((1.0 if b is None else largest(b)) * has_subnormal(a)
                         + (0.0 if b is None else largest(a) * has_subnormal(b)))
@@ -360,15 +376,19 @@ def flush_allowance(k, a, b, magnitude, with_bias):
 
 def allowed(name, magnitude):
     """The harness's elementwise bound on the error of result `name`."""
-    u = float(np.finfo(DTYPE).eps) / 2
+    u = float(finfo(DTYPE).eps) / 2
     u64 = float(np.finfo(np.float64).eps) / 2
     k = TERMS[name]
     a, b = {{"y": (x, weight), "grad_input": (grad_output, weight),
             "grad_weight": (x, grad_output), "grad_bias": (grad_output, None)}}[name]
+    wide = np.dtype(DTYPE).kind == "V" and BFLOAT16_ACCUMULATION == "float32"
+    u_sum = float(np.finfo(np.float32).eps) / 2 if wide else u  # bfloat16 summed in float32
     floor = 0.0
     if b is not None:  # normwise floor for FFT/Winograd-style algorithms
-        floor = 5 * math.log2(2 + max(a.size, b.size)) * u * norm2(a) * norm2(b)
+        floor = 5 * math.log2(2 + max(a.size, b.size)) * u_sum * norm2(a) * norm2(b)
     flush = flush_allowance(k, a, b, magnitude, name == "y")
+    if wide:  # bfloat16 products exact in float32, summed there, rounded once to bfloat16
+        return (u + gamma(k, u_sum) * (1 + u) + gamma(k, u64)) * magnitude + flush + floor
     if FLOAT32_PRECISION == "tf32" and np.dtype(DTYPE) == np.float32 and b is not None:
         ut = 2.0 ** -11  # inputs rounded to TF32: (2u + u^2) per product, float32 sums
         return ((gamma(k, u) * (1 + ut) ** 2 + gamma(k, u64)) * magnitude
@@ -570,6 +590,10 @@ def render_script(record: dict[str, Any], case: ConvCase | None = None,
     header = _HEADER.format(
         arrays=arrays_of, device=device, on_arrays=on_arrays, several=several(),
         float32_precision=record.get("float32_precision", "ieee"),
+        bfloat16_accumulation=record.get("bfloat16_accumulation", "float32"),
+        dtype_source=_dtype_source(p.dtype),
+        ml_dtypes_import="import ml_dtypes" if p.dtype == "bfloat16" else "",
+        finfo="ml_dtypes.finfo" if p.dtype == "bfloat16" else "np.finfo",
         before=_before(record, p),
         title=f"Reproduce: {spec} {p.op} fails check {record['check']!r}.",
         params=f"parameters: {p.describe()}",

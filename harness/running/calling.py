@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
-from harness.problem import ConvCase
+from harness.problem import ConvCase, is_float
 from harness.reporting import coverage
 from harness.running.native import host, is_tensor
 
@@ -357,7 +357,7 @@ def as_result(value: Any, what: str, dtype: str, shape: tuple[int, ...], *,
     # Anything np.asarray takes is accepted, but a list or a scalar says so in
     # every message: np.asarray makes Python floats float64.
     what_is = what if isinstance(value, np.ndarray) or is_tensor(value) else f"{what} (a {kind})"
-    if array.dtype.kind not in "fiub":
+    if array.dtype.kind not in "fiub" and not is_float(array.dtype):
         raise CheckFailure("result_type", f"{what_is} has dtype {array.dtype}; expected a "
                                           f"{dtype} array of shape {shape}")
     if array.shape != shape:

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any, Iterable, Mapping, Union
 
-from harness.problem import DTYPES, LAYOUTS_OF, OPS
+from harness.problem import ALL_DTYPES, DTYPES, LAYOUTS_OF, OPS
 
 #: Features an implementation may accept: True (in every dtype), False, or the
 #: dtypes where it accepts them.
@@ -51,6 +51,9 @@ PerDtype = Union[bool, tuple[str, ...]]
 #: values of ``float32_precision``: float32 products of float32 inputs, or of inputs
 #: rounded to TF32 (10 explicit mantissa bits), as NVIDIA GPUs compute by default
 FLOAT32_PRECISIONS: tuple[str, ...] = ("ieee", "tf32")
+
+#: values of ``bfloat16_accumulation``: the type its bfloat16 products are summed in
+BFLOAT16_ACCUMULATIONS: tuple[str, ...] = ("float32", "bfloat16")
 
 #: the array libraries an implementation may compute on (harness/running/native.py)
 ARRAY_LIBRARIES: tuple[str, ...] = ("numpy", "torch")
@@ -77,17 +80,18 @@ def _dtype_tuple(where: str, value: Any, allow_empty: bool) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, (tuple, list, set, frozenset)) or \
             not all(isinstance(d, str) for d in value):
         raise CapabilitiesError(f"{where} must be a tuple of dtype names, got {value!r}")
-    bad = sorted(set(value) - set(DTYPES))
+    bad = sorted(set(value) - set(ALL_DTYPES))
     if bad or (not value and not allow_empty):
         raise CapabilitiesError(f"{where} = {tuple(value)!r}: must be a "
-                                f"{'' if allow_empty else 'non-empty '}subset of {DTYPES}")
+                                f"{'' if allow_empty else 'non-empty '}subset of {ALL_DTYPES}")
     # Keep the harness's order (float64 first), so shrinking is the same
     # whatever order the user wrote.
-    return tuple(d for d in DTYPES if d in value)
+    return tuple(d for d in ALL_DTYPES if d in value)
 
 
 def _normal(value: PerDtype) -> PerDtype:
-    """A per-dtype value in its simplest form: every dtype is True, none is False."""
+    """A per-dtype value in its simplest form: every dtype is True, none is False
+    (the three drawn by default stand for every one: bfloat16 is opt-in)."""
     if isinstance(value, tuple):
         if set(value) >= set(DTYPES):
             return True
@@ -99,7 +103,7 @@ def _normal(value: PerDtype) -> PerDtype:
 def _where(value: PerDtype) -> frozenset[str]:
     """The dtypes where a per-dtype value holds."""
     if value is True:
-        return frozenset(DTYPES)
+        return frozenset(ALL_DTYPES)
     if value is False:
         return frozenset()
     return frozenset(value)
@@ -124,6 +128,8 @@ class Capabilities:
     device: str = "cpu"
     #: "tf32": its float32 products may take inputs rounded to TF32 (FLOAT32_PRECISIONS)
     float32_precision: str = "ieee"
+    #: what it sums bfloat16 products in (BFLOAT16_ACCUMULATIONS)
+    bfloat16_accumulation: str = "float32"
     #: (function name, its own flat capabilities) for the functions that declare
     #: any; the fields above are the module's, which hold for every other function
     functions: tuple[tuple[str, "Capabilities"], ...] = ()
@@ -177,6 +183,11 @@ class Capabilities:
             elif name == "arrays":
                 if value not in ARRAY_LIBRARIES:
                     raise CapabilitiesError(f"{label} must be one of {ARRAY_LIBRARIES}, "
+                                            f"got {value!r}")
+                values[name] = value
+            elif name == "bfloat16_accumulation":
+                if value not in BFLOAT16_ACCUMULATIONS:
+                    raise CapabilitiesError(f"{label} must be one of {BFLOAT16_ACCUMULATIONS}, "
                                             f"got {value!r}")
                 values[name] = value
             elif name == "float32_precision":
@@ -233,23 +244,25 @@ class Capabilities:
         """
         flats = [self.function(name) for name in functions] or [replace(self, functions=())]
         values: dict[str, Any] = {
-            "dtypes": tuple(d for d in DTYPES if all(d in f.dtypes for f in flats)),
+            "dtypes": tuple(d for d in ALL_DTYPES if all(d in f.dtypes for f in flats)),
             "algorithm": max((f.algorithm for f in flats), key=ALGORITHMS.index)}
         for name in PERMISSIONS:
-            common = frozenset(DTYPES)
+            common = frozenset(ALL_DTYPES)
             for f in flats:
                 common &= _where(getattr(f, name))
-            values[name] = _normal(tuple(d for d in DTYPES if d in common))
+            values[name] = _normal(tuple(d for d in ALL_DTYPES if d in common))
         for name in RESTRICTIONS:
             anywhere: frozenset[str] = frozenset()
             for f in flats:
                 anywhere |= _where(getattr(f, name))
-            values[name] = _normal(tuple(d for d in DTYPES if d in anywhere))
+            values[name] = _normal(tuple(d for d in ALL_DTYPES if d in anywhere))
         values["output_padding"] = ("below_stride" if any(
             f.output_padding == "below_stride" for f in flats) else "torch")
         libraries = {f.arrays for f in flats}
         values["arrays"] = libraries.pop() if len(libraries) == 1 else "mixed"
         values["device"] = flats[0].device
+        values["bfloat16_accumulation"] = ("bfloat16" if any(
+            f.bfloat16_accumulation == "bfloat16" for f in flats) else "float32")
         values["float32_precision"] = ("tf32" if any(f.float32_precision == "tf32"
                                                      for f in flats) else "ieee")
         return Capabilities(**values)
@@ -325,7 +338,7 @@ class Capabilities:
                 continue
             text = _DESCRIPTIONS[name]
             if set(self.dtypes) - refused:  # refused in some of its dtypes only
-                text += " in " + ", ".join(d for d in DTYPES if d in refused)
+                text += " in " + ", ".join(d for d in ALL_DTYPES if d in refused)
             out.append(text)
         if self.output_padding == "below_stride":
             out.append(_DESCRIPTIONS["output_padding"])

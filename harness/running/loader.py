@@ -78,6 +78,8 @@ class Implementation:
                 record["derived"] = self.derived()
         if own.float32_precision != "ieee":
             record["float32_precision"] = own.float32_precision
+        if own.bfloat16_accumulation != "float32":
+            record["bfloat16_accumulation"] = own.bfloat16_accumulation
         return record
 
     def has(self, function: str) -> bool:

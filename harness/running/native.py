@@ -23,6 +23,7 @@ import functools
 import sys
 from typing import Any, Callable
 
+import ml_dtypes
 import numpy as np
 
 AUTOGRAD = "autograd"  # how a derived backward is named in reports and case files
@@ -39,8 +40,15 @@ def host(value: Any) -> np.ndarray:
     device, with or without grad) through its host copy, anything else through
     ``np.asarray``."""
     if is_tensor(value):
-        return value.detach().to("cpu").numpy()
+        value = value.detach().to("cpu")
+        if value.dtype == _torch().bfloat16:  # NumPy's is ml_dtypes': the same bits
+            return value.view(_torch().int16).numpy().view(ml_dtypes.bfloat16)
+        return value.numpy()
     return np.asarray(value)
+
+
+def _torch() -> Any:
+    return sys.modules["torch"]
 
 
 def host_tree(value: Any) -> Any:
@@ -93,7 +101,10 @@ def to_torch(values: np.ndarray, device: str) -> Any:
         raise ValueError("torch tensors have no negative strides: a reversed layout "
                          "cannot be handed to a torch implementation")
     flat, offset = _memory(values)
-    storage = torch.from_numpy(np.array(flat, copy=True)).to(device)
+    if flat.dtype == np.dtype(ml_dtypes.bfloat16):  # torch takes its bits as int16
+        storage = torch.from_numpy(flat.view(np.int16).copy()).view(torch.bfloat16).to(device)
+    else:
+        storage = torch.from_numpy(np.array(flat, copy=True)).to(device)
     strides = tuple(s // values.itemsize for s in values.strides)
     return storage.as_strided(values.shape, strides, offset)
 

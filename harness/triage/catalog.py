@@ -237,8 +237,9 @@ def part_of(bug: Bug, entry: Bug) -> bool:
             and entry.signature == f"returns {low}" \
             and matches(entry.conditions, bug.problem, bug.layouts):
         return True
-    if evidence.get("tf32") and entry.evidence.get("tf32"):
-        return True  # float32 inputs rounded to TF32, wherever it multiplies
+    if evidence.get("undeclared") and evidence.get("undeclared") == entry.evidence.get(
+            "undeclared"):
+        return True  # one precision it does not declare, wherever it computes
     if stateful(bug) and stateful(entry) and bug.function in (entry.functions
                                                               or [entry.function]):
         return True  # calls that do not repeat: the state one function keeps

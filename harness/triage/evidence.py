@@ -22,13 +22,15 @@ that a finding that is a symptom of a known cause (harness/triage/catalog.py,
     rounding bound of those sums. Both true: the backward inherits the
     forward's error (an autograd backward, or one that reuses the forward's
     windows).
-``tf32``
-    For a float32 value failure of an implementation that does not declare
-    ``"float32_precision": "tf32"``: True when every result of that kind is
-    within the bound that allows float32 inputs rounded to TF32 (10-bit
-    mantissa), as NVIDIA GPUs compute float32 convolutions by default. Such a
-    finding is that rounding, undeclared, not a cause to explain: its report
-    says so, in one line that says how to declare it.
+``undeclared``
+    A lower precision the implementation could declare, and does not, whose
+    bound every result of the failure's kind is within (`UNDECLARED`):
+    ``"float32_precision: tf32"`` for a float32 failure whose errors fit
+    inputs rounded to TF32 (10-bit mantissa), as NVIDIA GPUs compute float32
+    convolutions by default; ``"bfloat16_accumulation: bfloat16"`` for a
+    bfloat16 one whose errors fit sums rounded to bfloat16 at each step. Such
+    a finding is that precision, undeclared, not a cause to explain: its
+    report says so, in one line that says how to declare it.
 ``unrepeatable``
     ``"k of n"``: of `REPEATS` further calls on the same inputs, how many gave
     results other than the first's, bit for bit (absent when all agreed). A
@@ -47,17 +49,26 @@ import numpy as np
 from harness.checks.compare import compare
 from harness.checks.diagnosis import (BACKWARD_RESULTS, FORWARD_RESULTS, VALUE_KIND, diagnose,
                                       reference)
-from harness.checks.tolerance import (declared_float32_precision, flush_allowance, gamma,
+from harness.checks.tolerance import (declared_bfloat16_accumulation,
+                                      declared_float32_precision, flush_allowance, gamma,
                                       tolerance, unit_roundoff)
-from harness.problem import DTYPES, ConvCase
+from harness.problem import DTYPES, ConvCase, finfo
 from harness.running.calling import CheckFailure, call_backward, call_forward, observing
 from harness.running.loader import Implementation
 from harness.triage.explain import values_for
 
-#: the trigger of a finding whose errors are TF32 rounding, undeclared (one line)
-TF32_TRIGGER = ("float32 inputs rounded to TF32: its errors fit that rounding (10-bit mantissa, "
+#: per dtype, a lower precision an implementation may declare: (the key, its value, the
+#: trigger of a finding whose errors fit it, undeclared: one line)
+UNDECLARED: dict[str, tuple[str, str, str]] = {
+    "float32": ("float32_precision", "tf32",
+                "float32 inputs rounded to TF32: its errors fit that rounding (10-bit mantissa, "
                 "as NVIDIA GPUs compute float32 convolutions by default), not float32's; if "
-                "that is intended, declare \"float32_precision\": \"tf32\" in CAPABILITIES")
+                "that is intended, declare \"float32_precision\": \"tf32\" in CAPABILITIES"),
+    "bfloat16": ("bfloat16_accumulation", "bfloat16",
+                 "bfloat16 products summed in bfloat16: its errors fit sums rounded to "
+                 "bfloat16, not float32 sums rounded once; if that is intended, declare "
+                 "\"bfloat16_accumulation\": \"bfloat16\" in CAPABILITIES"),
+}
 VALUE_KINDS = frozenset({"forward", "grad_input", "grad_weight", "grad_bias"})
 
 
@@ -72,9 +83,10 @@ def gather(impl: Implementation, failure: CheckFailure, case: ConvCase,
         if differ:
             out["unrepeatable"] = f"{differ} of {REPEATS}"
             return out  # what the other evidence measures would be noise too
-        if rounded_to_tf32(impl, failure.function, case, timeout, failure.check):
-            out["tf32"] = True
-            return out  # the lower precision is TF32's, inputs only
+        lower = undeclared_precision(impl, failure.function, case, timeout, failure.check)
+        if lower:
+            out["undeclared"] = lower
+            return out  # the lower precision is one it may declare
         low = precision(impl, failure.function, case, timeout, failure.check)
         if low:
             out["precision"] = low
@@ -137,20 +149,31 @@ def _results(impl: Implementation, function: str, case: ConvCase, timeout: float
     return names, results
 
 
-def rounded_to_tf32(impl: Implementation, function: str, case: ConvCase,
-                    timeout: float | None, kind: str | None = None) -> bool:
-    """Whether a float32 call, undeclared TF32, is within the bound of inputs rounded
-    to TF32 (every result of that ``kind``, where given)."""
-    if case.problem.dtype != "float32" or \
-            impl.capabilities_for((function,)).float32_precision == "tf32":
-        return False
+def undeclared_precision(impl: Implementation, function: str, case: ConvCase,
+                         timeout: float | None, kind: str | None = None) -> str | None:
+    """``"key: value"`` of `UNDECLARED` when the call, not declaring it, is within the
+    bound that declaration allows (every result of that ``kind``, where given)."""
+    if case.problem.dtype not in UNDECLARED:
+        return None
+    key, value, _ = UNDECLARED[case.problem.dtype]
+    if getattr(impl.capabilities_for((function,)), key) == value:
+        return None
     names, results = _results(impl, function, case, timeout, kind)
     expected, magnitude = reference(case)
-    with declared_float32_precision("tf32"):
-        return bool(names) and all(
+    declared = (declared_float32_precision if key == "float32_precision"
+                else declared_bfloat16_accumulation)
+    with declared(value):
+        within = bool(names) and all(
             actual is None or expected[name] is None or compare(
                 name, actual, expected[name], tolerance(case, name, magnitude)) is None
             for name, actual in zip(names, results))
+    return f"{key}: {value}" if within else None
+
+
+def undeclared_trigger(undeclared: str) -> str:
+    """The one-line trigger of a finding with the evidence ``undeclared``."""
+    return next(trigger for key, value, trigger in UNDECLARED.values()
+                if undeclared == f"{key}: {value}")
 
 
 def precision(impl: Implementation, function: str, case: ConvCase,
@@ -161,7 +184,8 @@ def precision(impl: Implementation, function: str, case: ConvCase,
     if not names:
         return None
     expected, magnitude = reference(case)
-    lower = DTYPES[DTYPES.index(case.problem.dtype) + 1:]
+    dtype = case.problem.dtype
+    lower = DTYPES[DTYPES.index(dtype) + 1:] if dtype in DTYPES else ()
     # a lower dtype that cannot hold a result's value did not compute it: a non-zero
     # value below its smallest subnormal would have flushed to 0 there (a float32
     # result of 1e-32 is no float16 computation, though float16's flush allowance
@@ -183,7 +207,7 @@ def _below_range(actual: np.ndarray | None, dtype: str) -> bool:
     if actual is None:
         return False
     a = np.abs(np.asarray(actual, dtype=np.float64))
-    return bool(np.any((a > 0) & (a < float(np.finfo(np.dtype(dtype)).smallest_subnormal))))
+    return bool(np.any((a > 0) & (a < float(finfo(dtype).smallest_subnormal))))
 
 
 def consistent(impl: Implementation, case: ConvCase, timeout: float | None) -> bool:

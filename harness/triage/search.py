@@ -167,8 +167,8 @@ def describe(found: Found, state: TestState, print_script: bool = False) -> Bug:
     if bug.evidence.get("unrepeatable"):  # a trigger drawn from such calls would be noise
         bug.trigger = (f"does not repeat: {bug.evidence['unrepeatable']} further calls on "
                        "the same inputs gave other results (state kept between calls)")
-    elif bug.evidence.get("tf32"):  # a rounding of its inputs, not a region to map
-        bug.trigger = evidence.TF32_TRIGGER
+    elif bug.evidence.get("undeclared"):  # a precision, not a region to map
+        bug.trigger = evidence.undeclared_trigger(bug.evidence["undeclared"])
     elif recalled is not None:  # explained by an earlier run sharing the database
         old, explanation, raw, source = recalled
         state.recalled.append((raw, source))

@@ -83,7 +83,7 @@ def test_torch_layouts_are_drawn_for_torch_and_numpys_for_numpy():
 # -- a correct torch implementation passes ---------------------------------------------
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
 def test_torch_functional_passes_every_oracle_check_in_every_layout(device, dtype):
     impl = torch_impl(device, "functional")
     caps = dataclasses.replace(impl.capabilities, dtypes=(dtype,))
@@ -268,3 +268,45 @@ def test_undeclared_tf32_is_one_entry_that_says_so_and_how_to_declare_it(tmp_pat
     assert bug["trigger"].startswith("float32 inputs rounded to TF32")
     assert '"float32_precision": "tf32"' in bug["trigger"]
     scripts_exit_1(failures, bugs)
+
+
+# -- bfloat16 -----------------------------------------------------------------------------
+
+def test_bfloat16_summed_in_bfloat16_is_found_unless_declared(tmp_path, monkeypatch):
+    failures = tmp_path / "failures"
+    bugs, out = in_process.run_entries(f"{HERE / 'torch_impls.py'}:cpu.bfloat16_sums",
+                                       ("forward",), ("conv2d",), failures, monkeypatch)
+    assert [(b["check"], b["params"]["dtype"]) for b in bugs] == [("forward", "bfloat16")], out
+    assert "tolerance: bfloat16" in out
+    assert bugs[0]["trigger"].startswith("bfloat16 products summed in bfloat16")
+    assert '"bfloat16_accumulation": "bfloat16"' in bugs[0]["trigger"]
+    scripts_exit_1(failures, bugs)
+    declared = torch_impl("cpu", "bfloat16_sums_declared")
+
+    @settings(max_examples=60, phases=[Phase.generate], **QUIET)
+    @given(case=conv_cases("conv2d", capabilities=declared.capabilities))
+    def passes(case):
+        run_check("forward", declared, case)
+
+    passes()
+
+
+def test_a_numpy_implementation_gets_and_returns_ml_dtypes_bfloat16(tmp_path):
+    path = tmp_path / "numpy_bfloat16.py"
+    path.write_text(
+        "import numpy as np\nimport torch\n"
+        "CAPABILITIES = {'dtypes': ('bfloat16',)}\n"
+        "def conv2d(x, weight, bias, **kw):\n"
+        "    assert str(x.dtype) == 'bfloat16' and isinstance(x, np.ndarray)\n"
+        "    as64 = lambda a: None if a is None else torch.from_numpy(a.astype(np.float64))\n"
+        "    y = torch.nn.functional.conv2d(as64(x), as64(weight), as64(bias), **kw)\n"
+        "    return y.numpy().astype(x.dtype)\n")
+    impl = load_implementation(str(path))
+
+    @settings(max_examples=40, phases=[Phase.generate], **QUIET)
+    @given(case=conv_cases("conv2d", capabilities=impl.capabilities))
+    def passes(case):
+        assert case.problem.dtype == "bfloat16"
+        run_check("forward", impl, case)
+
+    passes()

@@ -49,9 +49,14 @@ def implementations(device: str) -> SimpleNamespace:
 
     class functional:
         """torch.nn.functional's convolutions themselves: correct. On CUDA, cuDNN computes
-        float32 with TF32 inputs by default (torch.backends.cudnn.allow_tf32), said here."""
+        float32 with TF32 inputs by default (torch.backends.cudnn.allow_tf32), said here;
+        bfloat16 is taken, with the bound of sums in bfloat16 (see below)."""
 
-        CAPABILITIES = {**on, "float32_precision": "tf32" if device != "cpu" else "ieee"}
+        CAPABILITIES = {**on, "float32_precision": "tf32" if device != "cpu" else "ieee",
+                        "dtypes": ("float64", "float32", "float16", "bfloat16"),
+                        # torch 2.13's CPU grad_input in bfloat16 is off by up to 2u sum|terms|
+                        # (measured): not float32 sums rounded once, so declared as bfloat16's
+                        "bfloat16_accumulation": "bfloat16"}
         conv1d = staticmethod(F.conv1d)
         conv2d = staticmethod(F.conv2d)
         conv3d = staticmethod(F.conv3d)
@@ -139,7 +144,35 @@ def implementations(device: str) -> SimpleNamespace:
 
         CAPABILITIES = on
 
+    class bfloat16_sums:
+        """Sums bfloat16 products in bfloat16 (each partial sum rounded), where it
+        declares nothing, so float32 sums are what the bound allows."""
+
+        CAPABILITIES = {**on, "dtypes": ("bfloat16",), "groups": False}
+
+        @staticmethod
+        def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+            n, c_out = x.shape[0], weight.shape[0]
+            kernel = weight.shape[2:]
+            out = [(size + 2 * p - d * (k - 1) - 1) // s + 1 for size, k, s, p, d in zip(
+                x.shape[2:], kernel, stride, padding, dilation)]
+            columns = F.unfold(x, kernel, dilation=dilation, padding=padding, stride=stride)
+            products = columns.unsqueeze(1).float() * weight.reshape(1, c_out, -1, 1).float()
+            total = torch.zeros(n, c_out, columns.shape[-1], dtype=torch.bfloat16,
+                                device=x.device)
+            for k in range(products.shape[2]):  # exact products, rounded partial sums
+                total = (total.float() + products[:, :, k]).to(torch.bfloat16)
+            if bias is not None:
+                total = (total.float() + bias.float().view(1, c_out, 1)).to(torch.bfloat16)
+            return total.view(n, c_out, *out)
+
+    class bfloat16_sums_declared(bfloat16_sums):
+        """The same, saying so."""
+
+        CAPABILITIES = {**bfloat16_sums.CAPABILITIES, "bfloat16_accumulation": "bfloat16"}
+
     return SimpleNamespace(**{c.__name__: c for c in (
+        bfloat16_sums, bfloat16_sums_declared,
         functional, channels_last_only, autograd_function, float32_result, scales_its_input,
         thread_dependent, thread_order, tf32_rounding, tf32_undeclared)})
 
