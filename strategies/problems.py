@@ -615,8 +615,11 @@ def _problems(draw, op: str, caps: Capabilities, b: Bounds,
     large = b.large is not None and draw(_ints(0, ODDS)) == ODDS
     arch, off = _draw_archetype(draw, op, caps, b) if focus is None else focus
     only_float16 = allowed == ("float16",)
+    # bfloat16 alone, summed in bfloat16: its large tier keeps within its own limit
+    only_bfloat16_sums = allowed == ("bfloat16",) and caps.bfloat16_accumulation == "bfloat16"
     sizes = _Sizes(draw, b, large,
-                   FLOAT16_MAX_TERMS if only_float16 else (b.large.max_terms if large else 0))
+                   FLOAT16_MAX_TERMS if only_float16 else BFLOAT16_MAX_TERMS
+                   if only_bfloat16_sums else (b.large.max_terms if large else 0))
     square = _all_square(allowed, caps) or (
         axes > 1 and draw(_ints(0, SQUARE_ODDS)) == SQUARE_ODDS)
 

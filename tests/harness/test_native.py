@@ -89,10 +89,12 @@ def test_torch_functional_passes_every_oracle_check_in_every_layout(device, dtyp
     caps = dataclasses.replace(impl.capabilities, dtypes=(dtype,))
     layouts = set()
 
-    @settings(max_examples=60, phases=[Phase.generate], **QUIET)
+    # random draws whatever profile is loaded: a derandomised run starts from the
+    # simplest examples, C order first
+    @settings(max_examples=60, phases=[Phase.generate], derandomize=False, **QUIET)
     @given(case=conv_cases("conv2d", capabilities=caps))
     def passes(case):
-        layouts.add(case.layouts["x"])
+        layouts.update(case.layouts.values())
         assume(not torchs_own_bug(case))  # pinned by the test below
         for check in ORACLE_CHECKS:
             run_check(check, impl, case)
