@@ -13,7 +13,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 # float64 first: the simplest dtype to read is the one shrinking heads for.
@@ -21,6 +20,14 @@ DTYPES: tuple[str, ...] = ("float64", "float32", "float16")
 #: with bfloat16 (ml_dtypes.bfloat16, which importing ml_dtypes names "bfloat16" for
 #: NumPy): drawn only for an implementation that declares it in CAPABILITIES
 ALL_DTYPES: tuple[str, ...] = DTYPES + ("bfloat16",)
+
+
+def bfloat16() -> np.dtype:
+    """ml_dtypes' bfloat16, imported (and so named "bfloat16" for NumPy) on first use:
+    the import costs most of a second, which a run without bfloat16 need not pay."""
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
 #: every memory layout an input may be handed over in (`make_layout`)
 LAYOUTS: tuple[str, ...] = ("C", "F", "strided", "reversed", "channels_last",
                             "channels_last_slice")
@@ -92,6 +99,8 @@ class ConvProblem:
     drawn_from: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.dtype == "bfloat16":
+            bfloat16()  # its arrays are made by dtype name
         if not self.output_padding:
             object.__setattr__(self, "output_padding", (0,) * len(self.input_size))
 
@@ -200,12 +209,16 @@ PARAMETERS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ConvProbl
 
 def finfo(dtype: str | np.dtype) -> np.finfo:
     """The machine limits of ``dtype``, bfloat16's included (NumPy's finfo has none)."""
-    return ml_dtypes.finfo(np.dtype(dtype))
+    if str(dtype) == "bfloat16":
+        import ml_dtypes
+
+        return ml_dtypes.finfo(bfloat16())
+    return np.finfo(np.dtype(dtype))
 
 
 def is_float(dtype: np.dtype) -> bool:
     """Whether ``dtype`` is a floating-point type, bfloat16 (NumPy kind "V") included."""
-    return dtype.kind == "f" or dtype == np.dtype(ml_dtypes.bfloat16)
+    return dtype.kind == "f" or dtype.name == "bfloat16"
 
 
 def make_layout(values: np.ndarray, layout: str) -> np.ndarray:

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any, Iterable, Mapping, Union
 
-from harness.problem import ALL_DTYPES, DTYPES, LAYOUTS_OF, OPS
+from harness.problem import ALL_DTYPES, DTYPES, LAYOUTS_OF, OPS, bfloat16
 
 #: Features an implementation may accept: True (in every dtype), False, or the
 #: dtypes where it accepts them.
@@ -173,6 +173,8 @@ class Capabilities:
             label = f"{where}[{name!r}]" if name in checked else f"CAPABILITIES[{name!r}]"
             if name == "dtypes":
                 values[name] = _dtype_tuple(label, value, allow_empty=False)
+                if "bfloat16" in values[name]:
+                    bfloat16()  # its arrays are drawn by dtype name
             elif name == "output_padding":
                 if value not in OUTPUT_PADDING_RULES:
                     raise CapabilitiesError(

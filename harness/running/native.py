@@ -23,8 +23,9 @@ import functools
 import sys
 from typing import Any, Callable
 
-import ml_dtypes
 import numpy as np
+
+from harness.problem import bfloat16
 
 AUTOGRAD = "autograd"  # how a derived backward is named in reports and case files
 
@@ -42,7 +43,7 @@ def host(value: Any) -> np.ndarray:
     if is_tensor(value):
         value = value.detach().to("cpu")
         if value.dtype == _torch().bfloat16:  # NumPy's is ml_dtypes': the same bits
-            return value.view(_torch().int16).numpy().view(ml_dtypes.bfloat16)
+            return value.view(_torch().int16).numpy().view(bfloat16())
         return value.numpy()
     return np.asarray(value)
 
@@ -101,7 +102,7 @@ def to_torch(values: np.ndarray, device: str) -> Any:
         raise ValueError("torch tensors have no negative strides: a reversed layout "
                          "cannot be handed to a torch implementation")
     flat, offset = _memory(values)
-    if flat.dtype == np.dtype(ml_dtypes.bfloat16):  # torch takes its bits as int16
+    if flat.dtype.name == "bfloat16":  # torch takes its bits as int16
         storage = torch.from_numpy(flat.view(np.int16).copy()).view(torch.bfloat16).to(device)
     else:
         storage = torch.from_numpy(np.array(flat, copy=True)).to(device)
