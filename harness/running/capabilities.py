@@ -72,6 +72,13 @@ _DESCRIPTIONS = {
 }
 
 
+#: the keys whose value is one of a few names, and those names
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "algorithm": ALGORITHMS, "arrays": ARRAY_LIBRARIES,
+    "bfloat16_accumulation": BFLOAT16_ACCUMULATIONS, "float32_precision": FLOAT32_PRECISIONS,
+}
+
+
 class CapabilitiesError(ValueError):
     """A ``CAPABILITIES`` mapping the harness cannot honour."""
 
@@ -182,19 +189,9 @@ class Capabilities:
                         f"output_padding < stride; 'torch': < max(stride, dilation)), "
                         f"got {value!r}")
                 values[name] = value
-            elif name == "arrays":
-                if value not in ARRAY_LIBRARIES:
-                    raise CapabilitiesError(f"{label} must be one of {ARRAY_LIBRARIES}, "
-                                            f"got {value!r}")
-                values[name] = value
-            elif name == "bfloat16_accumulation":
-                if value not in BFLOAT16_ACCUMULATIONS:
-                    raise CapabilitiesError(f"{label} must be one of {BFLOAT16_ACCUMULATIONS}, "
-                                            f"got {value!r}")
-                values[name] = value
-            elif name == "float32_precision":
-                if value not in FLOAT32_PRECISIONS:
-                    raise CapabilitiesError(f"{label} must be one of {FLOAT32_PRECISIONS}, "
+            elif name in _CHOICES:
+                if value not in _CHOICES[name]:
+                    raise CapabilitiesError(f"{label} must be one of {_CHOICES[name]}, "
                                             f"got {value!r}")
                 values[name] = value
             elif name == "device":
@@ -202,10 +199,6 @@ class Capabilities:
                     raise CapabilitiesError(f"{label} must be a device name such as 'cpu' or "
                                             f"'cuda:0', got {value!r}")
                 values[name] = value.strip()
-            elif name == "algorithm":
-                if value not in ALGORITHMS:
-                    raise CapabilitiesError(f"{label} must be one of {ALGORITHMS}, got {value!r}")
-                values[name] = value
             elif isinstance(value, bool):
                 values[name] = value
             elif isinstance(value, (tuple, list, set, frozenset)):
