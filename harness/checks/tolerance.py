@@ -194,33 +194,27 @@ _BFLOAT16_ACCUMULATION: contextvars.ContextVar[str] = contextvars.ContextVar(
 
 
 @contextlib.contextmanager
-def declared_bfloat16_accumulation(accumulation: str) -> Iterator[None]:
+def _declared(setting: contextvars.ContextVar[str], value: str) -> Iterator[None]:
+    token = setting.set(value)
+    try:
+        yield
+    finally:
+        setting.reset(token)
+
+
+def declared_bfloat16_accumulation(accumulation: str) -> contextlib.AbstractContextManager:
     """Within this block, bfloat16 tolerances allow for sums in ``accumulation``."""
-    token = _BFLOAT16_ACCUMULATION.set(accumulation)
-    try:
-        yield
-    finally:
-        _BFLOAT16_ACCUMULATION.reset(token)
+    return _declared(_BFLOAT16_ACCUMULATION, accumulation)
 
 
-@contextlib.contextmanager
-def declared_algorithm(algorithm: str) -> Iterator[None]:
+def declared_algorithm(algorithm: str) -> contextlib.AbstractContextManager:
     """Within this block, tolerances allow for ``algorithm``'s rounding growth."""
-    token = _ALGORITHM.set(algorithm)
-    try:
-        yield
-    finally:
-        _ALGORITHM.reset(token)
+    return _declared(_ALGORITHM, algorithm)
 
 
-@contextlib.contextmanager
-def declared_float32_precision(precision: str) -> Iterator[None]:
+def declared_float32_precision(precision: str) -> contextlib.AbstractContextManager:
     """Within this block, float32 tolerances allow for ``precision`` ("ieee", "tf32")."""
-    token = _FLOAT32_PRECISION.set(precision)
-    try:
-        yield
-    finally:
-        _FLOAT32_PRECISION.reset(token)
+    return _declared(_FLOAT32_PRECISION, precision)
 
 
 def tf32_allowance(dtype: str, operands: tuple[np.ndarray, np.ndarray | None],
