@@ -74,8 +74,9 @@ class Implementation:
         record: dict[str, Any] = {}
         if own.arrays != "numpy":
             record.update(arrays=own.arrays, device=own.device)
-            if self.derived():
-                record["derived"] = self.derived()
+            derived = self.derived()
+            if derived:
+                record["derived"] = derived
         if own.float32_precision != "ieee":
             record["float32_precision"] = own.float32_precision
         if own.bfloat16_accumulation != "float32":
