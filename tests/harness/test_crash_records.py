@@ -55,3 +55,28 @@ def test_dying_between_calls_without_xdist_is_saved_by_the_next_run(run_pytest, 
     (record,) = _saved(failures)
     _check_record(record)
     assert "crashes of earlier runs" in later.stdout
+
+
+def test_a_test_that_is_not_a_conformance_test_drops_the_last_calls_record(tmp_path,
+                                                                         monkeypatch):
+    """A worker of the harness's own suite that died in one of its unit tests was
+    reported as a crash of the last conformance call it had made, tests earlier."""
+    from types import SimpleNamespace
+
+    from harness.problem import ConvProblem
+    from harness.running import isolate
+    from strategies.cases import noise_case
+
+    recorder = isolate.CrashRecorder(tmp_path, "gw0", "run")
+    monkeypatch.setattr(isolate, "_recorder", recorder)
+    recorder.current = ("conv_impl.einsum", "conv_impl.einsum", "forward")
+    case = noise_case(ConvProblem(op="conv2d", batch=1, in_channels=1, out_channels=1,
+                                  input_size=(3, 3), kernel_size=(1, 1), stride=(1, 1),
+                                  padding=(0, 0), dilation=(1, 1), groups=1, bias=False,
+                                  dtype="float64"))
+    recorder(case, "conv2d")()  # a call that returned
+    recorder.current = None
+    assert isolate._inflight_records(tmp_path, "gw0")
+    unit_test = isolate.pytest_runtest_call(SimpleNamespace(name="test_something"))
+    next(unit_test)
+    assert not isolate._inflight_records(tmp_path, "gw0")
