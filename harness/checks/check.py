@@ -43,6 +43,12 @@ class Check:
     #: result among the calls it made (harness/checks/diagnosis.py): a property that
     #: combines several calls cannot say which one was wrong
     attribute: bool = False
+    #: the conformance test module that runs it (harness/conformance/): the checks
+    #: against torch and repeatability in test_conformance, the properties in
+    #: test_properties; its test there, ``test_<name>``, is generated (generate.py)
+    test_module: str = "test_properties"
+    #: for a check that runs only when asked: (the pytest option, why it is opt-in)
+    opt_in: tuple[str, str] | None = None
 
     def functions(self, op: str) -> tuple[str, ...]:
         names = {"forward": op, "backward": f"{op}_backward"}

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-import numpy as np
-
 from harness.checks import oracle
 from harness.checks.closed_form import closed_forms, magnitudes
 from harness.checks.compare import compare

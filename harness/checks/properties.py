@@ -92,7 +92,6 @@ from harness.checks.tolerance import (
     Tolerance,
     gamma,
     tolerance,
-    unit_roundoff,
 )
 from harness.problem import ConvCase, ConvProblem
 from harness.running.calling import CheckFailure, call_backward, call_forward, invoke
@@ -717,4 +716,5 @@ def _invalid_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
 
 
 register(Check("invalid", check_invalid, ("forward",), oracle=True, cases=_invalid_cases,
+               opt_in=("--conv-invalid", "invalid problems are opt-in: --conv-invalid"),
                description="(opt-in) raises on an invalid problem exactly when torch does"))

@@ -21,7 +21,6 @@ From a saved case file: ``python -m harness.reporting.script CASE.json [-o OUT.p
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path

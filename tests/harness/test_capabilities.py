@@ -24,6 +24,7 @@ from strategies.invalid import invalid_cases
 FAST = settings(max_examples=120, deadline=None, database=None, phases=[Phase.generate],
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 FIND = settings(max_examples=400, deadline=None, database=None, phases=[Phase.generate],
+                derandomize=True,  # the same draws every run: a find by chance is a flaky test
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 #: What TensorFlow's CPU kernels accept (issue 15), as one declaration.

@@ -90,3 +90,29 @@ def test_the_normwise_floor_survives_values_whose_squares_underflow():
     y = target.function("conv2d")(case.x, case.weight, None, **problem.kwargs())
     assert y[0, 0, 0, 2] != 0  # FFT's rounding where the exact result is 0
     run_check("forward", target, case)
+
+
+def test_every_registered_check_has_its_conformance_test():
+    from harness.conformance import test_conformance, test_properties
+
+    generated = {name for module in (test_conformance, test_properties)
+                 for name in vars(module) if name.startswith("test_")}
+    assert generated == {f"test_{name}" for name in REGISTRY}
+
+
+def test_a_check_is_added_in_one_place_its_registration(monkeypatch):
+    """Registering a check is all it takes: its test is generated, in the module it
+    names, with its marker, and skipped unless its opt-in option is given."""
+    from harness.checks.check import Check
+    from harness.conformance.generate import conformance_tests
+
+    monkeypatch.setitem(REGISTRY, "always_passes", Check(
+        "always_passes", lambda impl, case, timeout: None, (), oracle=False,
+        test_module="test_new", opt_in=("--conv-new", "new checks are opt-in: --conv-new")))
+    (name, test), = conformance_tests("test_new").items()
+    assert name == test.__name__ == "test_always_passes"
+    marks = {mark.name: mark for mark in test.pytestmark}
+    assert marks["conv_check"].args == ("always_passes",)
+    assert marks["skipif"].kwargs["reason"] == "new checks are opt-in: --conv-new"
+    assert "--conv-new" in marks["skipif"].args[0]
+    assert hasattr(test, "hypothesis")  # a @given test of the drawn data

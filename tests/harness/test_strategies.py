@@ -48,10 +48,12 @@ CONV2D_FEATURES = [
 
 @pytest.mark.parametrize("feature", CONV2D_FEATURES)
 def test_every_feature_is_reached_quickly(feature):
-    """Each feature turns up within a few dozen examples (find gives up after 100)."""
+    """Each feature turns up within a few dozen examples (find gives up after 100), in
+    the same draws every run: at random, a rare one (float16) was missed once in a few
+    dozen runs."""
     find(conv_cases("conv2d"), lambda case: feature in features(case),
          settings=settings(max_examples=100, database=None, deadline=None,
-                           phases=[Phase.generate]))
+                           phases=[Phase.generate], derandomize=True))
 
 
 def test_transposed_output_padding_is_reached():
