@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+import hypothesis
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -474,16 +475,19 @@ def under_way(run: RunState, target: Target, budget: float | None) -> Iterator[T
 
 def search_in_process(run: RunState, target: Target, check: str,
                       max_bugs: int = DEFAULT_MAX_BUGS, budget: float | None = None,
-                      print_scripts: bool = False) -> Verdict | None:
+                      print_scripts: bool = False, seed: int | None = None) -> Verdict | None:
     """One conformance test (``target`` x ``check``) as the plugin runs it, called
     directly: its first search under Hypothesis's current settings, then `conclude`.
     For the harness's own tests of the triage, and for any program that wants a
-    verdict without a pytest run."""
+    verdict without a pytest run. ``seed``: the first search's Hypothesis seed, as
+    ``@seed`` (or pytest's ``--hypothesis-seed``) gives it."""
     @given(data=st.data())
     def first_search(data: st.DataObject) -> None:
         suite.run(target, check, data, state=state)
 
     _set_key(first_search, database_key(target, check))
+    if seed is not None:
+        first_search = hypothesis.seed(seed)(first_search)
     error: BaseException | None = None
     with under_way(run, target, budget) as state:
         try:

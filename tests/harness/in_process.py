@@ -9,6 +9,7 @@ that only tests of the pytest wiring need to pay.
 from __future__ import annotations
 
 import contextlib
+import zlib
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -37,11 +38,14 @@ def profile(name: str = "harness-test") -> Iterator[None]:
 
 
 def run_entries(spec: str, checks: Sequence[str], ops: Sequence[str], failures: Path,
-                monkeypatch, budget: float | None = None) -> tuple[list[dict], str]:
+                monkeypatch, budget: float | None = None,
+                seed: int | None = None) -> tuple[list[dict], str]:
     """The summary.json entries, and the output (the failed tests' reports and the
     summary's bug list), of a run of ``checks``
     on ``ops`` of ``spec`` (as ``-k`` would select them) in one process, in the order
-    the plugin runs them (the costliest first); ``budget``: ``--conv-budget``."""
+    the plugin runs them (the costliest first); ``budget``: ``--conv-budget``;
+    ``seed``: each test a seed of its own from it, as a default run gives each test a
+    random one (without it, each test's seed is fixed by the profile)."""
     impl = load_implementation(spec)
     monkeypatch.delenv(causes.RUN_ENV, raising=False)  # a run of its own
     causes.new_run(failures)
@@ -53,8 +57,9 @@ def run_entries(spec: str, checks: Sequence[str], ops: Sequence[str], failures: 
     bugs, reports = [], []
     with profile():
         for check, op in tests:
-            verdict = search_in_process(run, Target(impl, op, 20.0, failures), check,
-                                        budget=budget)
+            verdict = search_in_process(
+                run, Target(impl, op, 20.0, failures), check, budget=budget,
+                seed=None if seed is None else zlib.crc32(f"{seed} {check} {op}".encode()))
             if verdict is not None:
                 # as the controller gets them from the workers: as JSON
                 bugs += [Bug.from_json(bug.to_json()) for bug in verdict.bugs]

@@ -1,9 +1,10 @@
 """Fast paths (issue 22): bugs on the paths real layers take are found and shrink
 to their minimal case; the archetypes are drawn, counted, and shrink away.
 
-The suite test runs the checks that call the forward pass on the six
+The search test runs the checks that call the forward pass on the six
 implementations of fast_paths.py, each wrong on one path only, as a default
-run does (every test its own seed: tests/harness/seeded.py), for several runs.
+run does (every test its own seed), for three runs, in this process
+(tests/harness/in_process.py).
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ from harness.running.loader import load_implementation
 from harness.suite import found_on
 from strategies import archetypes
 from strategies.cases import noise_case
-from tests.harness import fast_paths
+from tests.harness import fast_paths, in_process
 
 HERE = Path(__file__).parent
+#: the checks that call the forward pass (the others do not see these bugs)
+FORWARD_CHECKS = ("forward", "delta_kernel", "adjoint")
 OPS = {"winograd_dilation": "conv2d", "depthwise_channel0": "conv2d",
        "inception_wrap": "conv2d", "unet_no_bias": "conv_transpose2d",
        "wav2vec_frames": "conv1d", "r2plus1d_transposed": "conv3d"}
@@ -127,31 +130,21 @@ def test_each_is_wrong_on_its_path_only(name):
 
 
 @pytest.mark.parametrize("run", [1, 2, 3])
-def test_a_default_run_finds_each_fast_path_bug_and_shrinks_it(run_pytest, tmp_path, run):
+@pytest.mark.parametrize("name", fast_paths.ALL)
+def test_a_default_run_finds_each_fast_path_bug_and_shrinks_it(name, run, tmp_path,
+                                                               monkeypatch):
     """Each check its own seed, as in a default run; three runs. The checks that call
-    the forward pass (the others do not see these bugs)."""
-    checks = ("test_forward", "test_delta_kernel", "test_adjoint")
-    selection = f"({' or '.join(checks)}) and (" + " or ".join(
-        f"{name}-{op}]" for name, op in OPS.items()) + ")"
-    args = [a for name in fast_paths.ALL for a in ("--impl", f"{HERE / 'fast_paths.py'}:{name}")]
-    result = run_pytest(*args, "-p", "tests.harness.seeded", f"--seeded-run={run}",
-                        "-k", selection, "-n", "2", timeout=1800,
-                        env={"HYPOTHESIS_PROFILE": "dev",
-                             "HYPOTHESIS_STORAGE_DIRECTORY": str(tmp_path / "hypothesis")})
-    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    the forward pass (the others do not see these bugs), in this process."""
     failures = tmp_path / "failures"
-    summary = json.loads((failures / "summary.json").read_text())
-    verdicts = {e["impl"].rpartition(":")[2]: e for e in summary["implementations"]}
-    wrong = []  # every implementation's outcome, before any assertion
-    for name in fast_paths.ALL:
-        entry = verdicts[name]
-        if entry["verdict"] != "failed":
-            wrong.append(f"{name}: not found ({entry['examples_per_test']})")
-        for bug in entry["bugs"]:
-            record = json.loads((failures / bug["case_file"]).read_text())
-            problem = ConvProblem.from_params(record["op"], record["params"])
-            if not MINIMAL[name](problem):
-                wrong.append(f"{name}: {record['check']} shrank to {problem.describe()}")
+    bugs, out = in_process.run_entries(f"{HERE / 'fast_paths.py'}:{name}", FORWARD_CHECKS,
+                                       (OPS[name],), failures, monkeypatch, seed=run)
+    assert bugs, f"{name}: not found\n{out[-3000:]}"
+    wrong = []  # every entry's outcome, before any assertion
+    for bug in bugs:
+        record = json.loads((failures / bug["case_file"]).read_text())
+        problem = ConvProblem.from_params(record["op"], record["params"])
+        if not MINIMAL[name](problem):
+            wrong.append(f"{name}: {record['check']} shrank to {problem.describe()}")
     assert not wrong, "\n".join(wrong)
 
 
