@@ -48,6 +48,9 @@ class Found:
     calls: list = field(default_factory=list)
     #: the archetype its search first failed on (`archetypes.origin`), "" for none
     found_on: str = ""
+    #: False: it failed, then passed when Hypothesis replayed it (a result that does
+    #: not repeat on the same inputs), so it was not shrunk
+    repeats: bool = True
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import contextlib
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,6 +124,7 @@ def follow_up(state: TestState, target: Target, check: str, known: list[Bug],
         return [], None  # an earlier run sharing the database found nothing here
     _set_key(search, key)
     state.found = []
+    state.last_failing = None
     state.run.book.freeze()  # what other searches found by now is excluded from this one
     state.focus = focus
     try:
@@ -131,6 +133,11 @@ def follow_up(state: TestState, target: Target, check: str, known: list[Bug],
         found = state.take_found()
         if found:
             return found, None
+        last = state.last_failing
+        if isinstance(error, FlakyFailure) and last is not None and last.target is target:
+            # it failed, then passed when Hypothesis replayed it: a result that does not
+            # repeat, a finding (triage's `_bug_of`), not the end of the search
+            return [dataclasses.replace(last, repeats=False)], None
         first = (str(error).strip().splitlines() or [""])[0]
         return [], f"{type(error).__name__}: {first}".rstrip(": ")
     finally:
@@ -275,7 +282,7 @@ def triage(state: TestState, target: Target, check: str, first: list[Found],
     cause would (`_excludes`), so that a further search spends its examples
     outside their region, unless evidence attributed them.
     """
-    bugs = [describe_and_verify(found, state, print_script) for found in first[:1]]
+    bugs = [_bug_of(found, state, print_script) for found in first[:1]]
     known = [b for b in bugs if _excludes(b)]
     stop = f"stopped at --conv-max-bugs {max_bugs}"
     for _ in range(max_bugs + 2):  # a duplicate costs a round, never an endless loop
@@ -294,7 +301,7 @@ def triage(state: TestState, target: Target, check: str, first: list[Found],
                     if all(_excludes(b) for b in bugs) else "no further distinct bug found")
             stop += stored.skipped_note(state.skipped[-1] if state.skipped else None)
             break
-        bug = describe_and_verify(found[0], state, print_script)
+        bug = _bug_of(found[0], state, print_script)
         if bug.sighting:
             bugs.append(bug)
             known += [bug] if _excludes(bug) else []
@@ -307,6 +314,15 @@ def triage(state: TestState, target: Target, check: str, first: list[Found],
         else:
             bugs.append(bug)
     return bugs, stop
+
+
+def _bug_of(found: Found, state: TestState, print_script: bool) -> Bug:
+    """The bug a search's finding is: described and verified, or, for a failure that
+    did not repeat when Hypothesis replayed it, what `_history_bug` makes of it (a
+    symptom of a known cause, else a bug of results that depend on earlier calls)."""
+    if not found.repeats:
+        return _history_bug(state.run, found)
+    return describe_and_verify(found, state, print_script)
 
 
 def _excludes(bug: Bug) -> bool:

@@ -119,3 +119,21 @@ def test_one_rule_for_the_smaller_case():
     assert plain.size_rank() < dilated.size_rank()
     assert problem(input_size=(2, 1)).size_rank() < dilated.size_rank() < problem(
         batch=2).size_rank()
+
+
+def test_a_failure_that_does_not_repeat_is_a_finding_not_the_end_of_a_search(tmp_path):
+    """Issue 34: Hypothesis's FlakyFailure (it failed, then passed on replay) ended a
+    further search "without a verdict"; it is the search's finding, marked as not
+    repeating, for the triage to take as a bug of results that depend on the calls."""
+    module = tmp_path / "first_call_wrong.py"
+    module.write_text("from conv_impl import einsum\ncalls = []\n"
+                      "def conv2d(x, weight, bias=None, **kw):\n"
+                      "    calls.append(1)\n"
+                      "    y = einsum.conv2d(x, weight, bias, **kw)\n"
+                      "    return y + 1 if len(calls) == 1 else y\n")
+    target = _target(str(module), "conv2d", tmp_path)
+    with _profile(max_examples=20, derandomize=True):
+        found, ended = search.follow_up(TestState(), target, "forward", [])
+    assert ended is None, ended
+    (finding,) = found
+    assert finding.failure.check == "forward" and finding.repeats is False
