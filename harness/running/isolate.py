@@ -7,13 +7,13 @@ it is loaded early enough to declare ``--isolate``):
 * **It crashes the process** (a segfault in a C extension, ``os._exit``).
   Without ``--isolate``, every call first records the problem it is about to
   give the implementation in the failures folder
-  (``<impl>-<op>-crashed-in-<process>.json``); when the call returns, the
-  record is renamed ``...-returned-in-<process>.json`` and kept until the
+  (``<impl>-<op>-crashed-in-<process>.record``); when the call returns, the
+  record is renamed ``...-returned-in-<process>.record`` and kept until the
   next call's record is complete (`CrashRecorder`), so that a process that
   dies between calls (heap corruption that shows at a later allocation, in
   the harness's own code, or a library's background thread) still leaves
-  the problem of the last call made. If the process dies, that file is the
-  failure's case file. Under
+  the problem of the last call made. If the process dies, that record
+  becomes the failure's case file. Under
   pytest-xdist the controller reads it when the worker dies
   (``pytest_handlecrashitem``), replaces xdist's bare "worker crashed"
   report with what happened and on which problem, and saves it as an
@@ -470,7 +470,8 @@ class CrashRecorder:
     def __call__(self, case: Any, function: str) -> Callable[[], None] | None:
         if self.current is None:
             return None
-        from harness.reporting.failures import safe_name, atomic_write, case_record
+        from harness.reporting.failures import (atomic_write, case_record, packed_payload,
+                                                safe_name)
 
         spec, impl_name, check = self.current
         record = case_record(spec, case, "crashed", _crash_message(
@@ -478,13 +479,14 @@ class CrashRecorder:
             run_check=check, packed=True)
         record.update(function=function, during_check=check, run=self.run_id)
         stem = f"{safe_name(impl_name)}-{case.problem.op}"
-        path = self.failures_dir / f"{stem}{IN_CALL}{safe_name(self.process)}.json"
-        returned = self.failures_dir / f"{stem}{RETURNED}{safe_name(self.process)}.json"
-        # Written before every call of the implementation, so kept cheap: arrays
-        # packed as bytes, compact JSON (json's C encoder; with an indent it falls
-        # back to pure Python), and not durable: it has to outlive this process,
-        # not the machine.
-        atomic_write(path, json.dumps(record) + "\n", durable=False)
+        path = self.failures_dir / f"{stem}{IN_CALL}{safe_name(self.process)}{RECORD}"
+        returned = self.failures_dir / f"{stem}{RETURNED}{safe_name(self.process)}{RECORD}"
+        # Written before every call of the implementation, so kept cheap: one line
+        # of compact JSON (json's C encoder; with an indent it falls back to pure
+        # Python), then the arrays' raw bytes, and not durable: it has to outlive
+        # this process, not the machine.
+        atomic_write(path, [(json.dumps(record) + "\n").encode("utf-8"),
+                            *packed_payload(case)], durable=False)
         self.forget_returned()  # only now: until here it was the last call's record
 
         def done() -> None:
@@ -502,9 +504,27 @@ class CrashRecorder:
             self.returned = None
 
 
-#: in-flight record names: ``<impl>-<op><IN_CALL><process>.json`` while a call runs,
-#: ``<impl>-<op><RETURNED><process>.json`` once it has returned
-IN_CALL, RETURNED = "-crashed-in-", "-returned-in-"
+#: in-flight record names: ``<impl>-<op><IN_CALL><process><RECORD>`` while a call runs,
+#: ``<impl>-<op><RETURNED><process><RECORD>`` once it has returned; a record is a line
+#: of JSON (`case_record`'s, packed), then the bytes of its arrays
+IN_CALL, RETURNED, RECORD = "-crashed-in-", "-returned-in-", ".record"
+
+
+def read_record(path: Path, header_only: bool = False) -> dict:
+    """An in-flight record: its JSON line, with the arrays as the case file's ``inputs``
+    (``header_only``: as ``packed_inputs``, their bytes not read). ValueError for a
+    file this harness did not write."""
+    with open(path, "rb") as handle:
+        record = json.loads(handle.readline())
+        if header_only:
+            return record
+        payload = handle.read()
+    from harness.reporting.failures import unpacked_inputs
+
+    # the case file's own form, in the same key order
+    return {("inputs" if key == "packed_inputs" else key):
+            (unpacked_inputs(value, payload) if key == "packed_inputs" else value)
+            for key, value in record.items()}
 
 
 def _crash_message(function: str, who: str, problem: str, fatal: str,
@@ -528,10 +548,10 @@ def _inflight_records(failures: Path, process: str, run_id: str | None = None
     """
     found = []
     for marker, returned in ((IN_CALL, False), (RETURNED, True)):
-        for name in glob.glob(str(failures / f"*{marker}{process}.json")):
+        for name in glob.glob(str(failures / f"*{marker}{process}{RECORD}")):
             path = Path(name)
             try:
-                run = json.loads(path.read_text(encoding="utf-8")).get("run", "")
+                run = read_record(path, header_only=True).get("run", "")
                 mtime = path.stat().st_mtime
             except (OSError, ValueError, AttributeError):
                 continue
@@ -647,7 +667,7 @@ def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: Any
         return
     (inflight, returned), *others = records
     try:
-        record = json.loads(inflight.read_text(encoding="utf-8"))
+        record = read_record(inflight)
         saved, message = _save_crash(inflight, record, process,
                                      f"the test process (pytest-xdist worker {process!r})",
                                      fatal_summary, returned)
@@ -667,18 +687,15 @@ def _save_crash(inflight: Path, record: dict, process: str, who: str,
     ValueError for a record this harness did not write.
     """
     from harness.problem import ConvProblem
-    from harness.reporting.failures import save_case, unpacked_inputs
+    from harness.reporting.failures import save_case
 
     problem = ConvProblem.from_params(record["op"], record["params"]).describe()
     message = _crash_message(record.get("function", record["op"]), who, problem, fatal,
                              returned)
     marker = RETURNED if returned else IN_CALL
-    impl_name = inflight.name[: -len(f"-{record['op']}{marker}{process}.json")]
+    impl_name = inflight.name[: -len(f"-{record['op']}{marker}{process}{RECORD}")]
     record["message"] = message
     record.pop("run", None)
-    record = {("inputs" if key == "packed_inputs" else key):
-              (unpacked_inputs(value) if key == "packed_inputs" else value)
-              for key, value in record.items()}  # the case file's own form, same key order
     saved = save_case(inflight.parent, record, impl_name)
     inflight.unlink(missing_ok=True)
     return saved, message
@@ -709,7 +726,7 @@ def recover_crashes(failures: Path) -> list[str]:
     lines = []
     processes = sorted({Path(name).stem.rsplit(marker, 1)[1]
                         for marker in (IN_CALL, RETURNED)
-                        for name in glob.glob(str(failures / f"*{marker}pid*.json"))})
+                        for name in glob.glob(str(failures / f"*{marker}pid*{RECORD}"))})
     for process in processes:
         pid = process[len("pid"):]
         if not pid.isdigit() or _process_alive(int(pid)):
@@ -719,7 +736,7 @@ def recover_crashes(failures: Path) -> list[str]:
             continue
         (inflight, returned), *others = records
         try:
-            record = json.loads(inflight.read_text(encoding="utf-8"))
+            record = read_record(inflight)
             saved, _ = _save_crash(inflight, record, process,
                                    f"an earlier test run (process {pid}, without pytest-xdist "
                                    "or --isolate, so the run ended there)", "", returned)

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.running.isolate import read_record
+
 BROKEN = Path(__file__).resolve().parent / "broken"
 FORWARD = "conv2d and test_forward"
 
@@ -197,7 +199,7 @@ def test_crash_kills_xdist_worker_and_is_reported(results):
     assert exits["params"]["bias"] is False
     (segfault,) = _case_files(failures, "segfault", "crashed")
     assert any(segfault["params"]["padding"])
-    assert not list(failures.glob("*-crashed-in-*.json"))  # in-flight records consumed
+    assert not list(failures.glob("*-crashed-in-*.record"))  # in-flight records consumed
     assert _outcome(out, "test_forward[conv_impl.einsum-conv2d]") == "PASSED"
     assert done.returncode == 1
     # the run summary's verdict counts the dead workers' tests
@@ -255,9 +257,11 @@ def test_isolated_crash_is_shrunk_and_others_pass(results):
 def test_crash_without_xdist_ends_the_run_and_the_next_run_saves_its_case(results):
     done, failures = results["plain"]
     assert done.returncode < 0 and "Segmentation fault" in done.stderr, done.stderr[-2000:]
-    (inflight,) = failures.glob("segfault-conv2d-crashed-in-pid*.json")
-    record = json.loads(inflight.read_text())
+    (inflight,) = failures.glob("segfault-conv2d-crashed-in-pid*.record")
+    record = read_record(inflight)
     assert record["check"] == "crashed" and record["run_check"] == "forward"
+    assert len(record["inputs"]["x"][0]) == json.loads(  # its arrays, after its JSON line
+        inflight.read_bytes().split(b"\n", 1)[0])["params"]["in_channels"]
 
     later = _pytest("--conv-failures", str(failures), "-k", FORWARD, "--impl", "conv_impl.einsum")
     assert later.returncode == 0, later.stdout[-3000:]

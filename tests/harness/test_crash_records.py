@@ -41,14 +41,14 @@ def test_xdist_worker_dying_between_calls_reports_the_last_call(run_pytest, tmp_
                      re.M), done.stdout[-3000:]
     (record,) = _saved(failures)
     _check_record(record)
-    assert not list(failures.glob("*-in-gw*.json"))  # in-flight records consumed or removed
+    assert not list(failures.glob("*-in-gw*.record"))  # in-flight records consumed or removed
 
 
 def test_dying_between_calls_without_xdist_is_saved_by_the_next_run(run_pytest, tmp_path):
     failures = tmp_path / "plain"
     done = run_pytest("-k", FORWARD, "--impl", IMPL, "--conv-failures", failures)
     assert done.returncode < 0, (done.returncode, done.stdout[-2000:])
-    (left,) = failures.glob("dies_later-conv2d-returned-in-pid*.json")
+    (left,) = failures.glob("dies_later-conv2d-returned-in-pid*.record")
     later = run_pytest("-k", FORWARD, "--impl", "conv_impl.einsum", "--conv-failures", failures)
     assert later.returncode == 0, later.stdout[-3000:]
     assert not left.exists()
@@ -80,3 +80,31 @@ def test_a_test_that_is_not_a_conformance_test_drops_the_last_calls_record(tmp_p
     unit_test = isolate.pytest_runtest_call(SimpleNamespace(name="test_something"))
     next(unit_test)
     assert not isolate._inflight_records(tmp_path, "gw0")
+
+
+def test_a_record_holds_the_calls_arrays_after_one_line_of_json(tmp_path):
+    """Written before every call, so cheap: the arrays' raw bytes follow the JSON line
+    (as base64 inside the JSON, a ResNet layer's record cost four times its call); read
+    back, they are the case file's ``inputs``, whatever the arrays' layouts."""
+    import dataclasses
+
+    import numpy as np
+
+    from harness.problem import ConvProblem
+    from harness.running import isolate
+    from strategies.cases import noise_case
+
+    p = ConvProblem(op="conv2d", batch=2, in_channels=3, out_channels=2, input_size=(4, 5),
+                    kernel_size=(2, 3), stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+                    groups=1, bias=False, dtype="float32")
+    case = noise_case(p)
+    case = dataclasses.replace(case, layouts={"x": "F"}, x=np.asfortranarray(case.x))
+    recorder = isolate.CrashRecorder(tmp_path, "gw0", "run")
+    recorder.current = ("mine.py", "mine", "forward")
+    recorder(case, "conv2d")
+    (path, returned), = isolate._inflight_records(tmp_path, "gw0")
+    assert path.name == "mine-conv2d-crashed-in-gw0.record" and not returned
+    record = isolate.read_record(path)
+    assert record["inputs"]["x"] == case.x.tolist() and record["inputs"]["bias"] is None
+    assert record["inputs"]["weight"] == case.weight.tolist()
+    assert record["layouts"]["x"] == "F" and record["run"] == "run"

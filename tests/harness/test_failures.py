@@ -31,6 +31,7 @@ from harness.reporting.failures import (
     case_record,
     dump_record,
     load_case,
+    packed_payload,
     save_case,
     script_path,
     unpacked_inputs,
@@ -93,15 +94,15 @@ def test_case_file_round_trip_is_exact(tmp_path, dtype, bias):
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
 def test_packed_record_unpacks_to_the_same_inputs_exactly(dtype):
-    """The crash record written before every call packs its arrays as bytes;
-    unpacked, they are the case file's inputs, -0.0 and all."""
+    """The crash record written before every call packs its arrays as raw bytes after
+    its JSON; unpacked, they are the case file's inputs, -0.0 and all."""
     case = make_case(dtype, bias=False, layouts={"x": "F"})
     case.x.flat[0] = -0.0
     plain = case_record("conv_impl.einsum", case, "crashed", "message", run_check="forward")
     packed = json.loads(json.dumps(case_record("conv_impl.einsum", case, "crashed", "message",
                                                run_check="forward", packed=True)))
     assert "inputs" not in packed
-    unpacked = unpacked_inputs(packed.pop("packed_inputs"))
+    unpacked = unpacked_inputs(packed.pop("packed_inputs"), b"".join(packed_payload(case)))
     assert json.dumps(unpacked) == json.dumps(plain.pop("inputs"))  # bit for bit, signs too
     assert packed == json.loads(json.dumps(plain))
 
