@@ -303,10 +303,12 @@ def case_strategy(check: str, op: str, caps: Capabilities, bounds: Bounds | None
 def _reach(case: ConvCase) -> None:
     """The sizes this case reached, for the run summary's "largest reached" line."""
     p = case.problem
+    terms = max(p.forward_terms(), p.grad_input_terms(), p.grad_weight_terms())
+    # in a half precision too: its longest sums are bounded apart (strategies/problems.py)
+    half = {f"K in {p.dtype}": terms} if p.dtype in ("float16", "bfloat16") else {}
     coverage.reach(batch=p.batch, channels_per_group=max(p.in_channels, p.out_channels)
                    // p.groups, positions=math.prod(p.output_size),
-                   kernel=max(p.kernel_size), K=max(p.forward_terms(), p.grad_input_terms(),
-                                                  p.grad_weight_terms()))
+                   kernel=max(p.kernel_size), K=terms, **half)
 
 
 def implementation_events(target: Target) -> list[str]:

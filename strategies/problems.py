@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hypothesis import strategies as st
@@ -152,6 +152,23 @@ FLOAT16_MAX_TERMS = 512
 #: likewise for bfloat16 summed in bfloat16 (u = 2**-8): gamma(64) = 1/3. Summed in
 #: float32 (the default), its bound is u + float32's gamma(K): no limit.
 BFLOAT16_MAX_TERMS = 64
+
+
+def never_drawn(dtypes: Sequence[str], bfloat16_accumulation: str = "float32") -> list[str]:
+    """The sizes no draw reaches, in words, for an implementation taking ``dtypes``:
+    past the large tier's bounds (in any dimension), and reductions in a half
+    precision longer than its rounding bound can judge (`FLOAT16_MAX_TERMS`,
+    `BFLOAT16_MAX_TERMS`). A path taken only there (a batch block of 32, a float16
+    kernel for long sums) is reached by giving such problems (``--conv-problem``)."""
+    tiers = [b.large for b in DEFAULT_BOUNDS.values() if b.large is not None]
+    sizes = [f"batch > {max(t.batch for t in tiers)}",
+             f"channels per group > {max(t.channels_per_group for t in tiers)}",
+             f"K > {max(t.max_terms for t in tiers)}"]
+    if "float16" in dtypes:
+        sizes.append(f"K > {FLOAT16_MAX_TERMS} in float16")
+    if "bfloat16" in dtypes and bfloat16_accumulation == "bfloat16":
+        sizes.append(f"K > {BFLOAT16_MAX_TERMS} in bfloat16")
+    return sizes
 
 
 @functools.lru_cache(maxsize=None)

@@ -28,6 +28,7 @@ from harness.reporting.failures import atomic_write
 from harness.running.loader import Implementation
 from harness.triage.catalog import Bug, merge
 from harness.triage.search import BUGS
+from strategies.problems import never_drawn
 
 SUMMARY_FILE = "summary.json"
 
@@ -219,6 +220,9 @@ class Summary:
                       "K": "reduction length K"}
             lines.append("  largest reached: " + ", ".join(
                 f"{labels.get(name, name)} {size}" for name, size in record.largest.items()))
+            caps = impl.capabilities
+            lines.append("  never drawn (give such problems with --conv-problem): " + ", ".join(
+                never_drawn(caps.dtypes, caps.bfloat16_accumulation)))
         if notes:
             lines.append("  noted (not failures): " + ", ".join(
                 f"{text} ({count} {'time' if count == 1 else 'times'})"

@@ -366,3 +366,16 @@ def test_the_forward_check_shrinks_kernel_and_k_bugs_to_the_boundary(bug, op, mi
     case = find(conv_cases(op), lambda c: fails("forward", impl, c),
                 settings=settings(max_examples=3000, derandomize=True, **QUIET))
     assert minimal(case.problem), case.problem.describe()
+
+
+def test_the_summary_says_which_sizes_are_never_drawn():
+    """Issue 35 item 3: a path taken only past the large tier (a batch block of 32) or
+    in a float16 sum longer than its bound can judge is never reached by a default
+    run; the summary says so for each implementation, and how to reach it."""
+    from strategies.problems import FLOAT16_MAX_TERMS, never_drawn
+
+    assert never_drawn(("float64", "float32")) == [
+        "batch > 17", "channels per group > 129", "K > 4096"]
+    assert never_drawn(("float32", "float16"))[-1] == f"K > {FLOAT16_MAX_TERMS} in float16"
+    assert never_drawn(("bfloat16",), "bfloat16")[-1] == "K > 64 in bfloat16"
+    assert not any("bfloat16" in s for s in never_drawn(("bfloat16",), "float32"))
