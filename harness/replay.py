@@ -37,8 +37,14 @@ from typing import Any, Iterator
 
 import pytest
 
-from harness.reporting.failures import CaseFileError, load_case, script_path
-from harness.running.calling import CheckFailure
+from harness import suite
+from harness.checks import oracle
+from harness.checks.registry import REGISTRY, run_check
+from harness.plugin import loaded_implementations, timeout_of
+from harness.reporting.failures import CaseFileError, earlier_calls, load_case, script_path
+from harness.reporting.summary import REPLAYED
+from harness.running.calling import CheckFailure, call_backward, call_forward
+from harness.running.isolate import isolate_implementations
 from harness.running.loader import (
     Implementation,
     SpecError,
@@ -46,6 +52,10 @@ from harness.running.loader import (
     load_implementation,
     split_spec,
 )
+from harness.running.target import Target
+from harness.state import RUN, Found, RunState, TestState
+from harness.suite import failure_text, shown_path
+from harness.triage.search import BUGS, describe_and_verify
 
 
 def _regressions_dir() -> Path:
@@ -156,7 +166,6 @@ def recorded_implementation(record: dict[str, Any], path: Path) -> Implementatio
 
 def load_replay(path: Path, impls: list[Implementation] | None) -> ReplayCase:
     """Read one case file and the implementations to run it on; `CaseFileError` if bad."""
-    from harness.checks.registry import REGISTRY
 
     record, case = load_case(path)
     ran = record.get("run_check") or record["check"]
@@ -175,7 +184,6 @@ def pytest_configure(config: pytest.Config) -> None:
     paths = config.getoption("--replay", default=None)
     if not paths:
         return
-    from harness.plugin import loaded_implementations
 
     explicit = loaded_implementations(config) if config.getoption("--impl") else None
     files = case_files(paths, Path(config.invocation_params.dir))
@@ -187,7 +195,6 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"--replay: {exc}") from None
     config.stash[REPLAY_CASES] = cases
     if config.getoption("--isolate", default=False):  # the recorded ones too, not just --impl's
-        from harness.running.isolate import isolate_implementations
         isolate_implementations(config, [impl for case in cases.values() for impl in case.impls])
     # Collect these files, and only these: the test paths become the case files.
     config.args = [str(p) for p in files]
@@ -197,8 +204,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def skip_reason(impl: Implementation, ran: str, case: Any) -> str | None:
     """Why ``impl`` cannot run check ``ran`` on ``case`` (None: it can)."""
-    from harness.checks import oracle
-    from harness.checks.registry import REGISTRY
 
     check = REGISTRY[ran]
     op = case.problem.op
@@ -217,8 +222,6 @@ def skip_reason(impl: Implementation, ran: str, case: Any) -> str | None:
 def replay_case(impl: Implementation, replay: ReplayCase, timeout: float | None) -> None:
     """Run the case's check on ``impl``: skip, return quietly, or raise `ReplayFailure`."""
     __tracebackhide__ = True
-    from harness.checks.registry import run_check
-    from harness.suite import failure_text, shown_path
 
     reason = skip_reason(impl, replay.ran, replay.case)
     if reason:
@@ -243,8 +246,6 @@ def replay_case(impl: Implementation, replay: ReplayCase, timeout: float | None)
 
 def _call_before(impl: Implementation, replay: ReplayCase, timeout: float | None) -> None:
     """The calls a history-dependent case makes first (its ``before``), results unchecked."""
-    from harness.reporting.failures import earlier_calls
-    from harness.running.calling import call_backward, call_forward
 
     for function, earlier in earlier_calls(replay.record, replay.case):
         if not impl.has(function):
@@ -272,7 +273,6 @@ class ReplayItem(pytest.Item):
         self.impl = impl
 
     def runtest(self) -> None:
-        from harness.plugin import timeout_of
         replay_case(self.impl, self.replay, timeout_of(self.config))
 
     def repr_failure(self, excinfo, style=None):  # type: ignore[override]
@@ -387,7 +387,6 @@ def run_regression(item: pytest.Item, impl: Implementation, path: Path,
         record, case = load_case(path)
     except CaseFileError as exc:
         pytest.fail(f"broken regression case: {exc}", pytrace=False)
-    from harness.checks.registry import REGISTRY
 
     ran = record.get("run_check") or record["check"]
     if ran not in REGISTRY:
@@ -404,7 +403,6 @@ def run_regression(item: pytest.Item, impl: Implementation, path: Path,
 
 def _regression_failure(impl: Implementation, replay: ReplayCase,
                         timeout: float | None) -> CheckFailure | None:
-    from harness.checks.registry import run_check
 
     _call_before(impl, replay, timeout)
     try:
@@ -417,11 +415,6 @@ def _regression_failure(impl: Implementation, replay: ReplayCase,
 def _own_failure(item: pytest.Item, impl: Implementation, replay: ReplayCase,
                  failure: CheckFailure, timeout: float | None, failures_dir: Path) -> str:
     """Save, explain and record a regression failure as ``impl``'s bug; its report."""
-    from harness import suite
-    from harness.running.target import Target
-    from harness.reporting.summary import REPLAYED
-    from harness.state import RUN, Found, RunState, TestState
-    from harness.triage.search import BUGS, describe_and_verify
 
     target = Target(impl, replay.case.problem.op, timeout, failures_dir)
     text = suite.failure_text(impl, replay.case, failure, replay.ran)
