@@ -51,8 +51,10 @@ from hypothesis import settings
 from hypothesis.database import (DirectoryBasedExampleDatabase, ExampleDatabase,
                                  MultiplexedDatabase, ReadOnlyDatabase)
 
+from harness.checks.registry import REGISTRY
 from harness.state import STATE
 from harness.triage import stored
+from harness.triage.catalog import Bug, merge
 
 ENV = "CONV_DB"
 ENV_READ_ONLY = "CONV_DB_READ_ONLY"
@@ -218,8 +220,6 @@ class KnownFailures:
 
 def known_failure_lines(entries: list[dict[str, Any]]) -> list[str]:
     """"replayed N known failures of SPEC from SOURCE ...:", then one line per distinct bug."""
-    from harness.checks.registry import REGISTRY
-    from harness.triage.catalog import Bug, merge
 
     grouped: dict[tuple[str, str], list[Bug]] = {}
     for entry in entries:

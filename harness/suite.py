@@ -24,7 +24,7 @@ from hypothesis.control import current_build_context
 from harness.checks import oracle
 from harness.checks.registry import REGISTRY, examine
 from harness.descriptor import format_descriptor
-from harness.problem import ConvCase, ConvProblem
+from harness.problem import OPS, ConvCase, ConvProblem
 from harness.reporting import coverage
 from harness.reporting.failures import case_path, case_record, save_case, script_path
 from harness.reporting.script import render_script
@@ -37,7 +37,8 @@ from harness.state import current as current_state
 from harness.triage import causes
 from harness.triage.catalog import Bug
 from strategies import archetypes, conv_cases
-from strategies.problems import Bounds, Focus
+from strategies.cases import noise_case
+from strategies.problems import DEFAULT_BOUNDS, Bounds, Focus
 
 VALUE_CHECKS: tuple[str, ...] = ("forward", "grad_input", "grad_weight", "grad_bias")
 
@@ -191,8 +192,6 @@ def _sample_case(op: str, caps: Capabilities, batch: int, channels: int, kernel:
                  positions: int) -> ConvCase:
     """A fixed problem of ``op`` (stride 1, padding kernel // 2, no groups, no
     dilation, so any capabilities take it) with seeded values, contiguous."""
-    from harness.problem import OPS, ConvProblem
-    from strategies.cases import noise_case
 
     nd = OPS[op].spatial_dims
     flat = caps.for_op(op)
@@ -236,8 +235,6 @@ def choose_sizes(target: Target, check: str, caps: Capabilities,
     does not grow with size (a per-call compiler) the sizes stay: cutting
     them would cost coverage and gain no examples.
     """
-    from strategies.problems import DEFAULT_BOUNDS
-    from harness.problem import OPS
 
     if REGISTRY[check].cases is not None:  # a check with its own sizes (finite
         return SizeChoice(None)              # differences, pointwise, ...): kept

@@ -83,6 +83,8 @@ from typing import Callable
 import numpy as np
 from hypothesis import strategies as st
 
+import strategies
+from harness.checks import oracle
 from harness.checks.check import Check, register
 from harness.checks.closed_form import as_float64 as _f64
 from harness.checks.closed_form import closed_forms, magnitudes
@@ -93,9 +95,10 @@ from harness.checks.tolerance import (
     gamma,
     tolerance,
 )
-from harness.problem import ConvCase, ConvProblem
+from harness.problem import OPS, ConvCase, ConvProblem
 from harness.running.calling import CheckFailure, call_backward, call_forward, invoke
 from harness.running.loader import Implementation
+from strategies.invalid import invalid_cases
 
 U64 = FLOAT64_UNIT_ROUNDOFF
 #: eta, the smallest positive float64 (a subnormal): the spacing of float64 numbers
@@ -517,15 +520,14 @@ def batch_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
 
     The problem is filtered before its values are drawn, so that a rejected
     batch-1 problem costs no data and is not counted as an example run."""
-    s = _strategies()
-    problems = s.conv_problems(op, capabilities=caps, where=lambda p: p.batch > 1)
+    problems = strategies.conv_problems(op, capabilities=caps, where=lambda p: p.batch > 1)
     flat = caps.for_op(op)
 
     @st.composite
     def batched(draw) -> ConvCase:
         problem = draw(problems)
-        return draw(s.cases_for(problem, flat.holds("contiguous_only", problem.dtype),
-                                flat.arrays))
+        return draw(strategies.cases_for(
+            problem, flat.holds("contiguous_only", problem.dtype), flat.arrays))
 
     return batched()
 
@@ -572,34 +574,27 @@ def check_delta_kernel(impl: Implementation, case: ConvCase,
 # case strategies
 # ----------------------------------------------------------------------------
 
-def _strategies():  # imported late: strategies import harness modules
-    import strategies
-    return strategies
-
-
 def pointwise_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
     """Cases with a 1x1 kernel (stride, padding and groups still drawn)."""
-    s = _strategies()
-    bounds = dataclasses.replace(s.DEFAULT_BOUNDS[_ndim(op)], kernel=1)
-    return s.conv_cases(op, capabilities=caps, bounds=bounds)
+    bounds = dataclasses.replace(strategies.DEFAULT_BOUNDS[_ndim(op)], kernel=1)
+    return strategies.conv_cases(op, capabilities=caps, bounds=bounds)
 
 
 def _ndim(op: str) -> int:
-    from harness.problem import OPS
     return OPS[op].spatial_dims
 
 
 def delta_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
     """Cases whose weight is non-zero at one kernel offset only."""
-    s = _strategies()
-    cases = s.conv_cases(op, capabilities=caps)
+    cases = strategies.conv_cases(op, capabilities=caps)
 
     @st.composite
     def delta(draw) -> ConvCase:
         case = draw(cases)
         offset = tuple(draw(st.integers(0, k - 1)) for k in case.problem.kernel_size)
         weight = np.zeros_like(case.weight)
-        weight[(Ellipsis, *offset)] = s.draw_array(draw, case.problem.dtype, case.weight.shape[:2])
+        weight[(Ellipsis, *offset)] = strategies.draw_array(draw, case.problem.dtype,
+                                                            case.weight.shape[:2])
         return dataclasses.replace(case, weight=weight)
 
     return delta()
@@ -634,12 +629,12 @@ def fd_affordable(p: ConvProblem) -> bool:
 def small_float64_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
     """Small problems in float64 (else the widest dtype the implementation takes);
     given problems (``--conv-problem``) only where the check can afford them."""
-    s = _strategies()
     widest = "float64" if "float64" in caps.dtypes else max(
         caps.dtypes, key=lambda d: np.dtype(d).itemsize)
     caps = dataclasses.replace(caps, dtypes=(widest,))
-    return s.conv_cases(op, capabilities=caps, bounds=s.Bounds(**SMALL_BOUNDS[_ndim(op)]),
-                        where=fd_affordable)
+    return strategies.conv_cases(op, capabilities=caps,
+                                 bounds=strategies.Bounds(**SMALL_BOUNDS[_ndim(op)]),
+                                 where=fd_affordable)
 
 
 # ----------------------------------------------------------------------------
@@ -648,7 +643,6 @@ def small_float64_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
 
 def _torch_raises(case: ConvCase) -> str | None:
     """What torch raises for the case's forward call, or None."""
-    from harness.checks import oracle
     torch = oracle.torch_module()
     fn = getattr(torch.nn.functional, case.problem.op)
     args = [torch.tensor(_f64(a)) for a in (case.x, case.weight)]
@@ -711,7 +705,6 @@ register(Check("delta_kernel", check_delta_kernel, (), oracle=False, cases=delta
 
 
 def _invalid_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
-    from strategies.invalid import invalid_cases
     return invalid_cases(op, capabilities=caps)
 
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from harness.descriptor import format_descriptor
 from harness.problem import ARRAY_NAMES, LAYOUTS, OPS, ConvCase, ConvProblem
+from harness.running.loader import is_path, split_spec
 
 SCHEMA_VERSION = 1
 DEFAULT_FAILURES_DIR = ".conv-failures"
@@ -46,7 +47,6 @@ def _versions() -> dict[str, str]:
 
 def _impl_file(impl_spec: str) -> str | None:
     """The absolute path of a file spec (so a replay from elsewhere finds it)."""
-    from harness.running.loader import is_path, split_spec
 
     module, _ = split_spec(impl_spec)
     if not is_path(module):

@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.descriptor import format_descriptor
 from harness.problem import ConvProblem
 from harness.running.calling import CheckFailure
 from harness.triage.explain import Condition, Row, matches
@@ -125,7 +126,6 @@ class Bug:
             self.alone, self.alone_reason = True, ""
 
     def descriptor(self) -> str:
-        from harness.descriptor import format_descriptor
         return format_descriptor(self.problem)
 
     def to_json(self) -> dict[str, Any]:

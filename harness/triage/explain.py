@@ -37,11 +37,13 @@ from typing import Any, Callable
 import numpy as np
 
 from harness.checks.diagnosis import diagnose
+from harness.checks.registry import PRODUCED_BY, REGISTRY, examine
 from harness.problem import ConvCase, ConvProblem
 from harness.running.calling import CheckFailure
 from harness.running.capabilities import Capabilities
 from harness.running.loader import Implementation
 from harness.triage import features as ft
+from strategies.cases import noise
 
 #: the most calls of the implementation one explanation makes, and the most
 #: time it takes (a bug that is a hang must not make it take 240 time limits)
@@ -257,7 +259,6 @@ def failure_probe(impl: Implementation, failure: CheckFailure, timeout: float | 
         def probe(case: ConvCase) -> bool | str:
             return _verdict(kind, diagnose(impl, function, case, timeout))
         return probe
-    from harness.checks.registry import PRODUCED_BY, REGISTRY, examine
     check = PRODUCED_BY.get(kind, kind)
     if check not in REGISTRY:  # nothing to run it again with
         return lambda case: False
@@ -274,7 +275,6 @@ def _seed(*parts: Any) -> int:
 def values_for(case: ConvCase, p: ConvProblem, layouts: dict[str, str], keep_constants: bool,
           seed: int) -> ConvCase:
     """Values for problem ``p``: the case's constants where it had them, else seeded noise."""
-    from strategies.cases import noise
     arrays: dict[str, np.ndarray | None] = {}
     for name, shape in p.shapes().items():
         if shape is None:
