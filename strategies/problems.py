@@ -163,7 +163,7 @@ def never_drawn(dtypes: Sequence[str], bfloat16_accumulation: str = "float32") -
     tiers = [b.large for b in DEFAULT_BOUNDS.values() if b.large is not None]
     sizes = [f"batch > {max(t.batch for t in tiers)}",
              f"channels per group > {max(t.channels_per_group for t in tiers)}",
-             f"K > {max(t.max_terms for t in tiers)}"]
+             f"forward and grad_input K > {max(t.max_terms for t in tiers)}"]
     if "float16" in dtypes:
         sizes.append(f"K > {FLOAT16_MAX_TERMS} in float16")
     if "bfloat16" in dtypes and bfloat16_accumulation == "bfloat16":
