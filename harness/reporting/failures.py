@@ -47,7 +47,6 @@ def _versions() -> dict[str, str]:
 
 def _impl_file(impl_spec: str) -> str | None:
     """The absolute path of a file spec (so a replay from elsewhere finds it)."""
-
     module, _ = split_spec(impl_spec)
     if not is_path(module):
         return None
