@@ -93,6 +93,11 @@ class ReplayCase:
         """The registered check to run again."""
         return self.record.get("run_check") or self.record["check"]
 
+    @property
+    def tries(self) -> int:
+        """Calls to make: more than one for a failure that comes and goes."""
+        return int(self.record.get("tries", 1))
+
 
 REPLAY_CASES = pytest.StashKey[dict[Path, ReplayCase]]()
 
@@ -226,10 +231,8 @@ def replay_case(impl: Implementation, replay: ReplayCase, timeout: float | None)
     reason = skip_reason(impl, replay.ran, replay.case)
     if reason:
         pytest.skip(reason)
-    _call_before(impl, replay, timeout)
-    try:
-        run_check(replay.ran, impl, replay.case, timeout)
-    except CheckFailure as failure:
+    failure = replayed_failure(impl, replay, timeout)
+    if failure is not None:
         record = replay.record
         lines = [f"replay of {shown_path(replay.path)}: still fails",
                  failure_text(impl, replay.case, failure, replay.ran),
@@ -395,20 +398,22 @@ def run_regression(item: pytest.Item, impl: Implementation, path: Path,
     reason = skip_reason(impl, ran, case)
     if reason:
         pytest.skip(reason)
-    failure = _regression_failure(impl, replay, timeout)
+    failure = replayed_failure(impl, replay, timeout)
     if failure is not None:  # raised here, not in an except block: one report, not two
         pytest.fail(_own_failure(item, impl, replay, failure, timeout, failures_dir),
                     pytrace=False)
 
 
-def _regression_failure(impl: Implementation, replay: ReplayCase,
+def replayed_failure(impl: Implementation, replay: ReplayCase,
                         timeout: float | None) -> CheckFailure | None:
-
+    """The case's check on ``impl``, after the calls it records first, as often as it
+    records (`ReplayCase.tries`): the first failure, else None."""
     _call_before(impl, replay, timeout)
-    try:
-        run_check(replay.ran, impl, replay.case, timeout)
-    except CheckFailure as failure:
-        return failure
+    for _ in range(replay.tries):
+        try:
+            run_check(replay.ran, impl, replay.case, timeout)
+        except CheckFailure as failure:
+            return failure
     return None
 
 
@@ -418,9 +423,10 @@ def _own_failure(item: pytest.Item, impl: Implementation, replay: ReplayCase,
 
     target = Target(impl, replay.case.problem.op, timeout, failures_dir)
     text = suite.failure_text(impl, replay.case, failure, replay.ran)
-    case_file = suite.save_failure(target, failure, replay.ran, text, replay.case)
+    case_file = suite.save_failure(target, failure, replay.ran, text, replay.case,
+                                   replay.tries)
     bug = describe_and_verify(
-        Found(target, replay.ran, failure, replay.case, text, case_file),
+        Found(target, replay.ran, failure, replay.case, text, case_file, tries=replay.tries),
         TestState(run=item.config.stash.get(RUN, None) or RunState()))
     item.stash[BUGS] = [bug.to_json()]
     item.stash[REPLAYED] = (impl.name, target.op, replay.ran)

@@ -51,6 +51,10 @@ class Found:
     #: False: it failed, then passed when Hypothesis replayed it (a result that does
     #: not repeat on the same inputs), so it was not shrunk
     repeats: bool = True
+    #: calls of the implementation per example in the search that found it: more than
+    #: one for a failure that comes and goes on the same inputs, whose search counts an
+    #: example as failing when any of its calls fails (harness/triage/search.py)
+    tries: int = 1
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,8 @@ class TestState:
     #: while a search is focused on an archetype the catalogue sweep failed on
     #: (harness/triage/sweep.py): that archetype and its neighbour's feature, else None
     focus: tuple[Any, str | None] | None = None
+    #: calls of the implementation per example in the current search (`Found.tries`)
+    tries: int = 1
 
     def take_found(self) -> list[Found]:
         found, self.found = self.found, []

@@ -122,12 +122,15 @@ def replay_check(failure: CheckFailure, ran: str, drawn: ConvCase) -> str:
 
 
 def save_failure(target: Target, failure: CheckFailure, ran: str, text: str,
-                 drawn: ConvCase) -> Path | None:
-    """Write the failing call's case file and script; None if the folder is not writable."""
+                 drawn: ConvCase, tries: int = 1) -> Path | None:
+    """Write the failing call's case file and script; None if the folder is not writable.
+    ``tries``: the calls its search made per example (the script makes as many)."""
     case = failure.case if failure.case is not None else drawn
     record = case_record(target.impl.spec, case, failure.check, text,
                          run_check=replay_check(failure, ran, drawn),
                          native=target.impl.native_record(failure.function or target.op))
+    if tries > 1:
+        record["tries"] = tries
     try:
         path = case_path(target.failures_dir, record, target.impl.name)
         script = render_script(record, case, name=script_path(path).name)
@@ -378,11 +381,14 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
     if any(bug.conditions and bug.region_holds(case) for bug in known):
         reject()  # a follow-up search: that bug's trigger is excluded
     state.budget.examples += 1
-    failures = examine(check, target.impl, case, target.timeout)
-    report_events(target)
-    fresh = [f for f in failures if not any(bug.covers(f) for bug in known)]
-    fresh = [f for f in fresh if not sighted(state, target, check, f, case)]
-    if not fresh:
+    for _ in range(state.tries):  # a failure that comes and goes: any call failing counts
+        failures = examine(check, target.impl, case, target.timeout)
+        report_events(target)
+        fresh = [f for f in failures if not any(bug.covers(f) for bug in known)]
+        fresh = [f for f in fresh if not sighted(state, target, check, f, case)]
+        if fresh:
+            break
+    else:
         return
     failure = fresh[0]
     text = failure_text(target.impl, case, failure, check)
@@ -390,7 +396,7 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
                                state.run.calls.snapshot())
     failed_on = (failure.case if failure.case is not None else case).problem
     if current_build_context().is_final:
-        path = save_failure(target, failure, check, text, case)
+        path = save_failure(target, failure, check, text, case, state.tries)
         state.run.calls.keep(path)  # the calls that led to it, before triage makes its own
         first, first_drawn = state.first_failed.pop(search_key(target, check, known),
                                                     (failed_on, drawn_from))
@@ -400,7 +406,7 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
             lines = text.split("\n")
             text = "\n".join(lines[:3] + [origin] + lines[3:])
         state.found.append(Found(target, check, failure, case, text, path,
-                                 found_on=where or ""))
+                                 found_on=where or "", tries=state.tries))
     else:
         state.first_failed.setdefault(search_key(target, check, known), (failed_on, drawn_from))
     raise CheckFailure(failure.check, text) from None

@@ -125,6 +125,9 @@ INPUTS = {{"x": x, "weight": weight, "bias": bias, "grad_output": grad_output}}
 # checked): the failure depends on them. (function, inputs, keyword arguments and
 # layouts; None: the failing call's, on the same problem.)
 BEFORE = {before}
+# A failure that comes and goes on the same inputs: the calls to make, the case
+# failing when any of them fails
+TRIES = {tries!r}
 '''
 
 _BODY = '''
@@ -436,8 +439,7 @@ def backward(impl, shapes):
     return grads
 
 
-def main():
-    impl = implementation()
+def main(impl):
     if device_absent():
         print(f"SKIPPED: {{SPEC}} computes on {{DEVICE}}, and {{device_absent()}}: this "
               "script cannot run the case here")
@@ -467,7 +469,15 @@ if __name__ == "__main__":
     if TIME_LIMIT:
         stop_at_the_limit()
     try:
-        main()
+        loaded = implementation()  # once: a failure that comes and goes lives in its state
+        for attempt in range(1, TRIES + 1):
+            DEFERRED.clear()
+            try:
+                main(loaded)
+            except Failed as failure:
+                if TRIES > 1:
+                    raise Failed(f"{{failure}}\\n(call {{attempt}} of up to {{TRIES}})") from None
+                raise
     except Failed as failure:
         print(f"FAILED {{SPEC}} {{OP}} check {{CHECK}}:\\n{{failure}}")
         sys.exit(1)
@@ -593,7 +603,7 @@ def render_script(record: dict[str, Any], case: ConvCase | None = None,
         dtype_source=_dtype_source(p.dtype),
         ml_dtypes_import="import ml_dtypes" if p.dtype == "bfloat16" else "",
         finfo="ml_dtypes.finfo" if p.dtype == "bfloat16" else "np.finfo",
-        before=_before(record, p),
+        before=_before(record, p), tries=int(record.get("tries", 1)),
         title=f"Reproduce: {spec} {p.op} fails check {record['check']!r}.",
         params=f"parameters: {p.describe()}",
         layouts=", ".join(f"{k}={v}" for k, v in layouts.items()),

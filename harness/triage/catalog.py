@@ -203,7 +203,8 @@ def signature(kind: str, message: str) -> str:
 def stateful(bug: Bug) -> bool:
     """Whether ``bug`` shows that its function keeps state between calls: its kind
     says so, or its call did not repeat on the same inputs (evidence)."""
-    return bug.failure in STATEFUL or bool(bug.evidence.get("unrepeatable"))
+    return bug.failure in STATEFUL or bool(bug.evidence.get("unrepeatable")
+                                           or bug.evidence.get("fails_in"))
 
 
 def _same_conditions(a: list[Condition], b: list[Condition]) -> bool:

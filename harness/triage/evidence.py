@@ -37,6 +37,12 @@ that a finding that is a symptom of a known cause (harness/triage/catalog.py,
     failure whose call does not repeat (a cache not cleared, memory not
     initialised) is a symptom of the state its function keeps, not a cause
     of its own, and an explanation of it would read noise as a trigger.
+``fails_in``
+    ``"k of n"``: for a failure that comes and goes on the same inputs (memory
+    not initialised: some calls pass), how many of ``n`` calls on its case
+    fail. Such a failure is searched for and explained with ``n`` calls per
+    problem, any failing counting (`repeated`), so that its trigger is the
+    region where it can happen, never read from a call that happened to pass.
 """
 
 from __future__ import annotations
@@ -55,7 +61,8 @@ from harness.checks.tolerance import (declared_bfloat16_accumulation,
 from harness.problem import DTYPES, ConvCase, finfo
 from harness.running.calling import CheckFailure, call_backward, call_forward, observing
 from harness.running.loader import Implementation
-from harness.triage.explain import values_for
+from harness.checks.registry import PRODUCED_BY, REGISTRY
+from harness.triage.explain import Probe, failure_probe, values_for
 
 #: per dtype, a lower precision an implementation may declare: (the key, its value, the
 #: trigger of a finding whose errors fit it, undeclared: one line)
@@ -73,8 +80,15 @@ VALUE_KINDS = frozenset({"forward", "grad_input", "grad_weight", "grad_bias"})
 
 
 def gather(impl: Implementation, failure: CheckFailure, case: ConvCase,
-           timeout: float | None) -> dict[str, Any]:
-    """The evidence of one failure on its own case (empty for other kinds)."""
+           timeout: float | None, tries: int = 1) -> dict[str, Any]:
+    """The evidence of one failure on its own case (empty for other kinds). ``tries``:
+    the calls per example of the search that found it; more than one, for a failure
+    that comes and goes, the evidence is how often it fails (the rest would be noise)."""
+    if tries > 1:
+        try:
+            return {"fails_in": f"{fails_in(impl, failure, case, timeout, tries)} of {tries}"}
+        except CheckFailure:
+            return {}
     if failure.check not in VALUE_KINDS or failure.function is None:
         return {}
     out: dict[str, Any] = {}
@@ -126,6 +140,55 @@ def unrepeatable(impl: Implementation, function: str, case: ConvCase,
         if differ:
             return differ
     return 0
+
+
+#: further calls that tell a failure that comes and goes from one that repeats: one
+#: failing on half of the calls passes in one of them but once in 64
+FURTHER_CALLS = 6
+
+
+def fails_in(impl: Implementation, failure: CheckFailure, case: ConvCase,
+             timeout: float | None, calls: int) -> int:
+    """Of ``calls`` calls on ``case``, how many show ``failure``'s kind of failure."""
+    probe = failure_probe(impl, failure, timeout)
+    return sum(probe(case) is True for _ in range(calls))
+
+
+def comes_and_goes(impl: Implementation, failure: CheckFailure, case: ConvCase,
+                   timeout: float | None) -> bool:
+    """Whether a failure seen on ``case`` passes on one of `FURTHER_CALLS` further calls
+    on the same inputs (memory not initialised, a race), as a deterministic wrong
+    result, or one that depends on a state every call changes, never does."""
+    if failure.function is None and PRODUCED_BY.get(failure.check,
+                                                    failure.check) not in REGISTRY:
+        return False  # no check to call it again with
+    probe = failure_probe(impl, failure, timeout)
+    try:
+        return any(probe(case) is False for _ in range(FURTHER_CALLS))
+    except CheckFailure:
+        return False
+
+
+def fails_in_text(evidence: dict[str, Any], tries: int) -> str:
+    """The trigger's words for a failure that comes and goes."""
+    shown = evidence.get("fails_in", f"some of {tries}")
+    return (f"fails in {shown} calls on the same inputs: its results do not repeat "
+            f"(memory not initialised, or state kept between calls); each problem above "
+            f"was called {tries} times, any failing counted")
+
+
+def repeated(probe: Probe, tries: int) -> Probe:
+    """``probe`` for a failure that comes and goes: a case fails when any of ``tries``
+    calls fails; otherwise it is masked when a call was, else passes."""
+    def any_call(case: ConvCase) -> bool | str:
+        masked: bool | str = False
+        for _ in range(tries):
+            verdict = probe(case)
+            if verdict is True:
+                return True
+            masked = masked or verdict
+        return masked
+    return any_call
 
 
 def _noise(case: ConvCase) -> ConvCase:

@@ -46,6 +46,7 @@ from hypothesis.errors import FlakyFailure
 
 from harness import suite
 from harness.reporting.failures import script_path
+from harness.problem import ConvCase
 from harness.running.calling import CheckFailure
 from harness.running.loader import is_path, split_spec
 from harness.running.target import Target
@@ -99,12 +100,13 @@ def _set_key(test: Any, key: bytes) -> None:
 
 
 def follow_up(state: TestState, target: Target, check: str, known: list[Bug],
-              focus: Focus | None = None) -> tuple[list[Found], str | None]:
+              focus: Focus | None = None, tries: int = 1) -> tuple[list[Found], str | None]:
     """One more Hypothesis search of ``check`` in which the ``known`` bugs do not count:
     what it found, and, where it ended on an error without a finding (every problem
     excluded, a health check, an error of the harness), that error in one line.
     ``focus``: every problem drawn from that archetype (a failure of the catalogue
-    sweep, harness/triage/sweep.py)."""
+    sweep, harness/triage/sweep.py). ``tries``: calls per example, any failing counts
+    (a failure that comes and goes on the same inputs, `_bug_of`)."""
     excluded = tuple(known)
 
     # Most problems may lie in an excluded trigger (stride > 1 is most of them):
@@ -118,6 +120,8 @@ def follow_up(state: TestState, target: Target, check: str, known: list[Bug],
     key = database_key(target, check, known)
     if focus is not None:
         key += b":focus:" + sweep.focus_label(focus).encode()
+    if tries > 1:
+        key += b":tries:%d" % tries
     source = stored.searched_before(key, target.impl.target)
     if source is not None:
         state.skipped.append(source)
@@ -126,7 +130,7 @@ def follow_up(state: TestState, target: Target, check: str, known: list[Bug],
     state.found = []
     state.last_failing = None
     state.run.book.freeze()  # what other searches found by now is excluded from this one
-    state.focus = focus
+    state.focus, state.tries = focus, tries
     try:
         search()
     except Exception as error:  # noqa: BLE001 - a finding is in state.found; else say what ended it
@@ -137,11 +141,11 @@ def follow_up(state: TestState, target: Target, check: str, known: list[Bug],
         if isinstance(error, FlakyFailure) and last is not None and last.target is target:
             # it failed, then passed when Hypothesis replayed it: a result that does not
             # repeat, a finding (triage's `_bug_of`), not the end of the search
-            return [dataclasses.replace(last, repeats=False)], None
+            return [dataclasses.replace(last, repeats=False, tries=tries)], None
         first = (str(error).strip().splitlines() or [""])[0]
         return [], f"{type(error).__name__}: {first}".rstrip(": ")
     finally:
-        state.focus = None
+        state.focus, state.tries = None, 1
     if not state.budget.spent():  # every example was run
         stored.remember_searched(key, target.impl.target)
     return [], None
@@ -160,7 +164,8 @@ def describe(found: Found, state: TestState, print_script: bool = False) -> Bug:
               op=case.problem.op, params=case.problem.params(), layouts=dict(case.layouts),
               trigger="", conditions=[], explanation=[], case_file=case_file,
               signature=signature(failure.check, failure.message),
-              evidence=evidence.gather(target.impl, failure, case, target.timeout),
+              evidence=evidence.gather(target.impl, failure, case, target.timeout,
+                                       found.tries),
               found_on=found.found_on)
     book = state.run.book
     known = attribute(book, target, bug, failure, case)
@@ -187,13 +192,17 @@ def describe(found: Found, state: TestState, print_script: bool = False) -> Bug:
         caps = (target.impl.capabilities_for((failure.function,)) if failure.function
                 else suite.check_capabilities(target, found.check))
         probe = failure_probe(target.impl, failure, target.timeout)
-        if failure.check in evidence.VALUE_KINDS and failure.function and not \
+        if found.tries > 1:  # a failure that comes and goes: mapped where it can happen
+            probe = evidence.repeated(probe, found.tries)
+        elif failure.check in evidence.VALUE_KINDS and failure.function and not \
                 bug.evidence.get("precision"):
             probe = evidence.beyond_rounding(probe, target.impl, failure.function,
                                              target.timeout)
         explanation = explain(case, probe, caps)
         bug.trigger, bug.conditions = explanation.one_line(), list(explanation.trigger)
         bug.explanation = list(explanation.rows)
+        if found.tries > 1:
+            bug.trigger += "; " + evidence.fails_in_text(bug.evidence, found.tries)
     bug.cause = causes.new_id()
     if recalled is None and explanation is not None:
         stored.remember(key, target.impl.target, bug, explanation)
@@ -282,7 +291,7 @@ def triage(state: TestState, target: Target, check: str, first: list[Found],
     cause would (`_excludes`), so that a further search spends its examples
     outside their region, unless evidence attributed them.
     """
-    bugs = [_bug_of(found, state, print_script) for found in first[:1]]
+    bugs = [_bug_of(found, state, print_script, []) for found in first[:1]]
     known = [b for b in bugs if _excludes(b)]
     stop = f"stopped at --conv-max-bugs {max_bugs}"
     for _ in range(max_bugs + 2):  # a duplicate costs a round, never an endless loop
@@ -301,7 +310,7 @@ def triage(state: TestState, target: Target, check: str, first: list[Found],
                     if all(_excludes(b) for b in bugs) else "no further distinct bug found")
             stop += stored.skipped_note(state.skipped[-1] if state.skipped else None)
             break
-        bug = _bug_of(found[0], state, print_script)
+        bug = _bug_of(found[0], state, print_script, known)
         if bug.sighting:
             bugs.append(bug)
             known += [bug] if _excludes(bug) else []
@@ -316,13 +325,40 @@ def triage(state: TestState, target: Target, check: str, first: list[Found],
     return bugs, stop
 
 
-def _bug_of(found: Found, state: TestState, print_script: bool) -> Bug:
-    """The bug a search's finding is: described and verified, or, for a failure that
-    did not repeat when Hypothesis replayed it, what `_history_bug` makes of it (a
-    symptom of a known cause, else a bug of results that depend on earlier calls)."""
+#: calls per example of a search for a failure that comes and goes on the same inputs
+#: (memory not initialised, a race): one that fails on half of the calls is missed
+#: by all of them once in 256 examples
+TRIES = 8
+
+
+def _bug_of(found: Found, state: TestState, print_script: bool, known: list[Bug]) -> Bug:
+    """The bug a search's finding is: described and verified.
+
+    A failure that comes and goes on the same inputs (it passed when Hypothesis
+    replayed it, or some of a few further calls pass) is searched for again with
+    `TRIES` calls per example, any failing counting (with the ``known`` bugs
+    excluded, as in the search that found it): then it repeats, so Hypothesis
+    shrinks it and the explanation maps its region, calling each changed
+    problem as often. That search may find another cause first, one that fails
+    on every call: that one is described as any other. Where it finds nothing,
+    the finding is what `_history_bug` makes of it (a symptom of a known cause,
+    else a bug of results that depend on earlier calls)."""
+    target = found.target
+    if found.tries == 1 and (not found.repeats or evidence.comes_and_goes(
+            target.impl, found.failure, _case_of(found), target.timeout)):
+        again, _ = follow_up(state, target, found.check, known, tries=TRIES)
+        if again and again[0].repeats:
+            found = again[0]
+            if evidence.fails_in(target.impl, found.failure, _case_of(found),
+                                 target.timeout, TRIES) == TRIES:
+                found = dataclasses.replace(found, tries=1)  # it repeats: no chance in it
     if not found.repeats:
         return _history_bug(state.run, found)
     return describe_and_verify(found, state, print_script)
+
+
+def _case_of(found: Found) -> ConvCase:
+    return found.failure.case if found.failure.case is not None else found.drawn
 
 
 def _excludes(bug: Bug) -> bool:
@@ -449,10 +485,9 @@ def conclude(state: TestState, target: Target, check: str, error: BaseException 
         last = state.last_failing
         if not first and isinstance(error, FlakyFailure) and last is not None \
                 and last.target is target:
-            bugs = [_history_bug(state.run, last)]
-            met = state.take_sightings()
-            return Verdict(bugs + met, report(state.run.book, target, check, bugs,
-                                              "results depend on earlier calls", [], met))
+            # it failed, then passed when Hypothesis replayed it: a finding that does not
+            # repeat, which the triage searches for again (`_bug_of`)
+            first = [dataclasses.replace(last, repeats=False)]
         if not first:
             raise error
     bugs, stop = triage(state, target, check, first, max_bugs, print_scripts)

@@ -235,3 +235,31 @@ def _cached_forward(fwd, x, weight, bias, **kw):
 
 #: One cause: results depend on the calls before (a cache not cleared).
 dirty_cache = _module(_cached_forward, dims=(2,))
+
+
+# -- garbage reads where the stride leaves a remainder, plus a deterministic cause ---
+
+_UNINITIALISED = np.random.default_rng(0)
+
+
+def _garbage_forward(fwd, x, weight, bias, *, stride, padding, dilation, groups):
+    """The padded input added where it should be assigned (every output doubled
+    wherever there is padding), and, where the stride leaves a remainder on the last
+    axis, the last output column read from a buffer nothing initialised: what memory
+    held, which is a right value on about half of the calls."""
+    y = fwd(x, weight, bias, stride=stride, padding=padding, dilation=dilation,
+            groups=groups)
+    if any(padding):
+        y = y + y
+    n, k = x.shape[-1], weight.shape[-1]
+    left = (n + 2 * padding[-1] - dilation[-1] * (k - 1) - 1) % stride[-1]
+    if left and _UNINITIALISED.random() < 0.5:
+        y = y.copy()
+        y[..., -1] = _UNINITIALISED.standard_normal(y[..., -1].shape) * 1e3
+    return y
+
+
+#: Two causes of conv2d's forward: doubled wherever there is padding (deterministic),
+#: and garbage in the last output column, on some calls, where the stride leaves a
+#: remainder on the last axis.
+garbage_and_padding = _module(_garbage_forward, dims=(2,))

@@ -191,7 +191,7 @@ def test_report_names_check_parameters_error_tolerance_and_where_the_script_is(t
     assert f"replay:    pytest --replay {saved[0]}" in report
     assert f"script:    python {script_path(saved[0])}" in report
     script = script_path(saved[0]).read_text()
-    assert "def main():" in script and "def main():" not in report  # the script stays in its file
+    assert "def main(impl):" in script and "def main(" not in report  # the script stays in its file
     record, back = load_case(saved[0])
     assert record["message"] == text
     assert back.layouts["x"] == "F"
@@ -230,7 +230,7 @@ def test_xdist_run_leaves_one_case_and_script_per_failure_that_reproduce(run_pyt
     for name in listed:
         assert f"pytest --replay {failures / name}" in done.stdout
         assert f"script:    python {script_path(failures / name)}" in done.stdout
-    assert "def main():" not in done.stdout  # scripts stay in their files
+    assert "def main(" not in done.stdout  # scripts stay in their files
     assert impls == {"conv_impl.tutorial", "tools/tutorial_variants.py:stride_bug_square"}
 
     # Each script on its own, from another folder: exits 1 and shows the mismatch.

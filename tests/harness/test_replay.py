@@ -10,12 +10,15 @@ is exit status 4 with one message and no traceback.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
 from harness import replay
 from harness.checks.registry import run_check
 from harness.reporting.failures import CaseFileError, dump_record, load_case
+from harness.reporting.script import render_script
 from harness.running.calling import CheckFailure
 from harness.running.capabilities import Capabilities
 from harness.running.loader import load_implementation
@@ -164,3 +167,41 @@ def test_bad_replay_input_is_exit_4_with_one_message(run_pytest, tmp_path, bad):
     assert done.returncode == 4, done.stdout + done.stderr
     assert str(path) in done.stderr and expected in done.stderr
     assert "Traceback" not in done.stdout + done.stderr
+
+
+EVERY_OTHER_CALL = '''
+from conv_impl import einsum
+
+CALLS = [0]
+
+
+def conv2d(x, weight, bias, **kw):
+    """Right on odd calls, off by one on even ones (a race, memory not initialised)."""
+    CALLS[0] += 1
+    y = einsum.conv2d(x, weight, bias, **kw)
+    return y + 1.0 if CALLS[0] % 2 == 0 else y
+'''
+
+
+def test_a_case_that_comes_and_goes_is_replayed_and_scripted_as_often_as_it_records(
+        tmp_path):
+    """Issue 34: ``tries`` in a case file: the replay and the script call the
+    implementation that many times (loading it once), failing when any call fails."""
+    module = tmp_path / "every_other.py"
+    module.write_text(EVERY_OTHER_CALL)
+    record = json.loads(CORPUS[0].read_text())
+    record.update(impl=str(module), check="forward", run_check="forward")
+    for tries, fails in ((1, False), (2, True)):
+        path = tmp_path / f"tries{tries}.json"
+        path.write_text(dump_record({**record, "tries": tries}))
+        case = replay.load_replay(path, None)
+        impl = load_implementation(str(module))  # a fresh module: its first call is right
+        assert case.tries == tries
+        assert (replay.replayed_failure(impl, case, None) is not None) == fails
+        script = tmp_path / f"tries{tries}.py"
+        script.write_text(render_script(record | {"tries": tries}, name=script.name))
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == (1 if fails else 0), done.stdout + done.stderr
+        if fails:
+            assert "(call 2 of up to 2)" in done.stdout

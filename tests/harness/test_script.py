@@ -54,7 +54,7 @@ def run_main(module) -> str | None:
     """The script's verdict: None when it passes, else its failure text."""
     saved = list(sys.path)
     try:
-        module.main()
+        module.main(module.implementation())
     except module.Failed as failure:
         return str(failure)
     finally:
