@@ -117,6 +117,10 @@ class Bug:
             for trigger in [other.trigger, *other.also]:
                 if trigger != self.trigger and trigger not in self.also:
                     self.also.append(trigger)
+        elif other.evidence.get("boundary"):  # the other symptom of one wrong size
+            also = f"{other.failure} ({other.function}) {other.trigger}"
+            if also not in self.also:
+                self.also.append(also)
         self.sightings += [*other.sightings, {
             "function": other.function, "check": other.check, "failure": other.failure,
             "op": other.op, "case_file": other.case_file,

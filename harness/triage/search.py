@@ -51,7 +51,7 @@ from harness.running.calling import CheckFailure
 from harness.running.loader import is_path, split_spec
 from harness.running.target import Target
 from harness.state import STATE, Budget, Found, RunState, TestState, running
-from harness.triage import causes, evidence
+from harness.triage import boundary, causes, evidence
 from harness.triage.catalog import Bug, part_of, signature
 from harness.triage.causes import CauseBook
 from harness.triage.explain import explain, failure_probe
@@ -203,6 +203,14 @@ def describe(found: Found, state: TestState, print_script: bool = False) -> Bug:
         bug.explanation = list(explanation.rows)
         if found.tries > 1:
             bug.trigger += "; " + evidence.fails_in_text(bug.evidence, found.tries)
+    if bug.conditions and bug.explanation and failure.function:
+        other = boundary.across(target.impl, bug, case, bug.explanation,
+                                book.known(target.impl.spec, fresh=True),
+                                target.impl.capabilities_for((failure.function,)),
+                                target.timeout)
+        if other is not None:  # one wrong size, another symptom across its boundary
+            bug.evidence["boundary"] = f"{other.failure} across its boundary"
+            return _as_sighting(book, found, bug, other, own_region=True)
     bug.cause = causes.new_id()
     if recalled is None and explanation is not None:
         stored.remember(key, target.impl.target, bug, explanation)
@@ -239,9 +247,14 @@ def attribute(book: CauseBook, target: Target, bug: Bug, failure, case) -> Bug |
     return None
 
 
-def _as_sighting(book: CauseBook, found: Found, bug: Bug, known: Bug) -> Bug:
+def _as_sighting(book: CauseBook, found: Found, bug: Bug, known: Bug,
+                 own_region: bool = False) -> Bug:
+    """``bug`` as a sighting of ``known``'s cause, published; with ``own_region`` (an
+    explained symptom on the other side of its boundary) it keeps its trigger, which
+    a further search then excludes too."""
     bug.cause, bug.sighting = known.cause, True
-    bug.conditions, bug.trigger = list(known.conditions), known.trigger
+    if not own_region:
+        bug.conditions, bug.trigger = list(known.conditions), known.trigger
     why = _why(bug, known)
     bug.report = "\n".join([found.text.splitlines()[0],
                             f"parameters: {bug.problem.describe()}",
@@ -253,6 +266,9 @@ def _as_sighting(book: CauseBook, found: Found, bug: Bug, known: Bug) -> Bug:
 
 
 def _why(bug: Bug, known: Bug) -> str:
+    if bug.evidence.get("boundary"):
+        return (f"the other side of its boundary: this bug, {bug.trigger.split(';')[0]}; one "
+                f"step across it, the problem fails as that bug")
     if bug.evidence.get("precision") and known.failure == "dtype":
         return (f"its errors are the size of {bug.evidence['precision']} rounding: the "
                 f"dtype bug's precision")

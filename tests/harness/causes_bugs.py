@@ -263,3 +263,29 @@ def _garbage_forward(fwd, x, weight, bias, *, stride, padding, dilation, groups)
 #: and garbage in the last output column, on some calls, where the stride leaves a
 #: remainder on the last axis.
 garbage_and_padding = _module(_garbage_forward, dims=(2,))
+
+
+# -- one wrong size, two symptoms: a wrong value on one side, a raise on the other ---
+
+def _crop_backward(bwd, grad_output, x, weight, bias, *, stride, padding, dilation,
+                   groups):
+    """grad_input as the gradient of the padded input, cropped from an offset computed
+    as the full correlation's (k - 1 - p, on the last axis) instead of p: right where
+    k - 1 = 2p; a shifted window (wrong values) where the offset stays inside the
+    padded gradient, an IndexError where it does not."""
+    p, k = padding[-1], weight.shape[-1]
+    pads = [(0, 0)] * (x.ndim - 1) + [(p, p)]
+    _, gw, gb = bwd(grad_output, x, weight, bias, stride=stride, padding=padding,
+                    dilation=dilation, groups=groups)
+    padded = np.pad(x, pads)
+    gx_padded, _, _ = bwd(grad_output, padded, weight, bias, stride=stride,
+                          padding=tuple(padding[:-1]) + (0,), dilation=dilation,
+                          groups=groups)
+    start, n = k - 1 - p, x.shape[-1]
+    gx = np.take(gx_padded, range(start, start + n), axis=-1, mode="raise")
+    return gx, gw, gb
+
+
+#: One cause of conv1d and conv2d_backward's grad_input: the crop offset k - 1 - p, not
+#: p: wrong values where it lands inside the padded gradient, IndexError outside it.
+crop_offset = _module(backward=_crop_backward, dims=(2,))

@@ -20,9 +20,10 @@ from harness.checks.registry import examine
 from harness.descriptor import format_descriptor, parse_descriptor
 from harness.problem import ConvCase, ConvProblem
 from harness.running.loader import load_implementation
-from harness.triage import causes, evidence
+from harness.running.capabilities import Capabilities
+from harness.triage import boundary, causes, evidence
 from harness.triage.catalog import Bug, merge, part_of, signature
-from harness.triage.explain import explain, failure_probe
+from harness.triage.explain import Row, explain, failure_probe
 from harness.triage.runner import ScriptRunner
 from tests.harness.in_process import run_entries
 from tests.harness.test_triage import constant_case, problem, scripts_exit_1
@@ -640,3 +641,39 @@ def test_garbage_that_comes_and_goes_is_one_cause_beside_a_deterministic_one(
     assert json.loads((failures / garbage["case_file"]).read_text())["tries"] == 8
     assert all(b["reproduces_alone"] is True and b["minimal"] for b in bugs), bugs
     scripts_exit_1(failures, bugs)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_one_wrong_size_with_two_symptoms_across_a_boundary_is_one_entry(
+        tmp_path, monkeypatch, seed):
+    """Issue 34: grad_input cropped from the offset k - 1 - p instead of p: wrong values
+    where that offset lands inside the padded gradient, an IndexError where it does
+    not. One step across the raise's boundary (its passing padding) fails as the wrong
+    value: one entry, listing both symptoms, the same for each seed."""
+    bugs, failures, _ = in_process(tmp_path, monkeypatch, "crop_offset", ("grad_input",),
+                                   seed=seed)
+    assert len(bugs) == 1, [(b["failure"], b["descriptor"], b["trigger"]) for b in bugs]
+    (bug,) = bugs
+    assert {bug["failure"]} | {s["failure"] for s in bug["sightings"]} == {
+        "raised", "grad_input"}, bug
+    other = "grad_input" if bug["failure"] == "raised" else "raised"
+    assert any(a.startswith(f"{other} (conv2d_backward) fails when") for a in bug["also"])
+    p = bug["params"]
+    assert p["batch"] == p["in_channels"] == p["out_channels"] == 1, p
+    assert bug["reproduces_alone"] is True
+    scripts_exit_1(failures, bugs)
+
+
+def test_two_causes_of_one_function_that_share_no_boundary_stay_apart():
+    """The boundary evidence needs a feature both bugs depend on, and a step across one
+    bug's boundary that fails as the other: a dtype wrong everywhere depends on no
+    size, and a raise at padding >= 1 beside it is its own cause (though every step
+    from the raise's problem shows the wrong dtype)."""
+    impl = load_implementation(spec("float32_compute"))
+    raised = _bug("raised", "conv2d_backward", problem(), [("kernel", ">=", 2, 0)])
+    raised.explanation = [Row("kernel", 0, 2, (2, 3), (1,)), Row("padding", 0, 0, (0,), (1, 2))]
+    dtype = _bug("dtype", "conv2d_backward", problem(), [("dtype", "in", ("float64",), None)])
+    dtype.explanation = [Row("dtype", None, "float64", ("float64",), ("float32",))]
+    case = constant_case(problem(), b=1.0)
+    assert boundary.across(impl, raised, case, raised.explanation, [dtype],
+                           Capabilities(), None) is None
