@@ -187,6 +187,11 @@ class Explanation:
     trigger: tuple[Condition, ...]
     calls: int
     trivial: tuple[tuple[str, Any], ...] = ()  # each feature's trivial value
+    #: a changed case that failed the same way and is plainer than the minimal one
+    #: (`_plainer`, by `ConvProblem.size_rank`): Hypothesis's shrinking works on its choices,
+    #: and a smaller problem may lie two of them away (in channels 2 and kernel 1 for
+    #: in channels 1 and kernel 2x2, where only K matters)
+    smaller: ConvCase | None = None
 
     def one_line(self) -> str:
         return trigger_line(self.rows, self.trigger, dict(self.trivial))
@@ -296,6 +301,8 @@ class _Trials:
         self.calls = 0
         self.deadline = time.monotonic() + MAX_SECONDS
         self.seen: dict[tuple, bool | str] = {}
+        #: the smallest changed case that failed, where smaller than the minimal one
+        self.smaller: ConvCase | None = None
 
     def outcome(self, q: ConvProblem, q_layouts: dict[str, str], seed: tuple) -> bool | str | None:
         """True: fails the same way; False: passes; a kind: masked; None: not tried."""
@@ -308,14 +315,26 @@ class _Trials:
         verdict: bool | str = False
         for keep in (True, False):
             self.calls += 1
-            result = self.probe(values_for(self.case, q, q_layouts, keep, _seed(*seed, keep)))
+            values = values_for(self.case, q, q_layouts, keep, _seed(*seed, keep))
+            result = self.probe(values)
             if result is True:
                 verdict = True
+                best = self.smaller or self.case
+                if _plainer(q, best.problem):
+                    self.smaller = values
                 break
             if verdict is False and result is not False:
                 verdict = result  # masked, unless the other data shows the bug
         self.seen[key] = verdict
         return verdict
+
+
+def _plainer(q: ConvProblem, p: ConvProblem) -> bool:
+    """Whether ``q`` is smaller than ``p`` in one part of `ConvProblem.size_rank` and
+    larger in none: two input positions with padding 1 are fewer elements than four
+    without, but not a plainer problem."""
+    a, b = q.size_rank(), p.size_rank()
+    return a != b and all(x <= y for x, y in zip(a, b))
 
 
 def explain(case: ConvCase, probe: Probe, caps: Capabilities) -> Explanation:
@@ -360,7 +379,7 @@ def explain(case: ConvCase, probe: Probe, caps: Capabilities) -> Explanation:
         trigger = [dataclasses.replace(c, axes=len(p.input_size)) if c.axis is not None else c
                    for c in trigger]
     return Explanation(rows=tuple(rows + derived_rows), trigger=tuple(trigger),
-                       calls=trials.calls,
+                       calls=trials.calls, smaller=trials.smaller,
                        trivial=tuple((f, ft.trivial(f, caps)) for f in ft.FEATURES))
 
 

@@ -54,6 +54,8 @@ from harness.state import STATE, Budget, Found, RunState, TestState, running
 from harness.triage import boundary, causes, evidence
 from harness.triage.catalog import Bug, part_of, signature
 from harness.triage.causes import CauseBook
+from harness.checks.diagnosis import diagnose
+from harness.checks.registry import examine
 from harness.triage.explain import explain, failure_probe
 from harness.triage import stored, sweep
 from harness.triage.history import HISTORY, history_dependent, verify_alone
@@ -151,10 +153,18 @@ def follow_up(state: TestState, target: Target, check: str, known: list[Bug],
     return [], None
 
 
-def describe(found: Found, state: TestState, print_script: bool = False) -> Bug:
+#: how many times one finding's case may be replaced by a smaller one its explanation
+#: found failing (each strictly smaller, so this only bounds the calls)
+MAX_RESHRINKS = 3
+
+
+def describe(found: Found, state: TestState, print_script: bool = False,
+             reshrunk: int = 0) -> Bug:
     """Make a shrunk failure a `Bug`: a sighting of a cause known run-wide when the
     evidence says it is one (no explanation), else a new cause, explained and published.
-    A bug rebuilt from stored triage is kept in ``state.recalled``."""
+    A bug rebuilt from stored triage is kept in ``state.recalled``. Where the explanation
+    met a smaller problem failing the same way, that is the bug's case (`_reshrunk`),
+    described again."""
     target, failure = found.target, found.failure
     case = failure.case if failure.case is not None else found.drawn
     case_file = None
@@ -199,6 +209,11 @@ def describe(found: Found, state: TestState, print_script: bool = False) -> Bug:
             probe = evidence.beyond_rounding(probe, target.impl, failure.function,
                                              target.timeout)
         explanation = explain(case, probe, caps)
+        smaller = (_reshrunk(found, explanation.smaller)
+                   if explanation.smaller is not None and found.tries == 1
+                   and reshrunk < MAX_RESHRINKS else None)
+        if smaller is not None:
+            return describe(smaller, state, print_script, reshrunk + 1)
         bug.trigger, bug.conditions = explanation.one_line(), list(explanation.trigger)
         bug.explanation = list(explanation.rows)
         if found.tries > 1:
@@ -217,6 +232,39 @@ def describe(found: Found, state: TestState, print_script: bool = False) -> Bug:
     bug.report = _bug_text(found, bug.trigger, explanation, print_script) + note
     book.publish(target.impl.spec, bug)
     return bug
+
+
+def _reshrunk(found: Found, smaller: ConvCase) -> Found | None:
+    """``found`` on the smaller case its explanation met failing the same way: called
+    again, reported and saved as a search's final failure is, the larger case's file
+    removed (no entry names it). None where the call does not fail so again."""
+    target, failure = found.target, found.failure
+    if failure.function is not None:
+        failures = diagnose(target.impl, failure.function, smaller, target.timeout)
+    else:
+        failures = examine(found.check, target.impl, smaller, target.timeout)
+    same = [f for f in failures if f.check == failure.check]
+    if not same:
+        return None
+    again = same[0]
+    case = again.case if again.case is not None else smaller
+    text = suite.failure_text(target.impl, case, again, found.check)
+    lines = text.split("\n")
+    first = _case_of(found).problem
+    context = [line for line in found.text.split("\n")  # from an earlier reshrink too
+               if line.startswith(("found on:", "(the call that failed first"))]
+    if first != found.drawn.problem:  # a check's derived call: say where that came from
+        context.append(f"(the call that failed first was on a problem check {found.check!r} "
+                       f"derived from the one it drew: {found.drawn.problem.describe()})")
+    text = "\n".join(lines[:3] + context + [
+        f"shrunk further: its explanation found this smaller problem failing the same "
+        f"way (Hypothesis's shrinking had stopped at {first.describe()})"] + lines[3:])
+    path = suite.save_failure(target, again, found.check, text, case)
+    if found.case_file is not None and path != found.case_file:
+        for old in (found.case_file, script_path(found.case_file)):
+            old.unlink(missing_ok=True)
+    return Found(target, found.check, again, case, text, path, calls=found.calls,
+                 found_on=found.found_on)
 
 
 def describe_and_verify(found: Found, state: TestState,

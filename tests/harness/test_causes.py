@@ -677,3 +677,20 @@ def test_two_causes_of_one_function_that_share_no_boundary_stay_apart():
     case = constant_case(problem(), b=1.0)
     assert boundary.across(impl, raised, case, raised.explanation, [dtype],
                            Capabilities(), None) is None
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_product_condition_under_square_kernels_is_at_its_plainest_case(
+        tmp_path, monkeypatch, seed):
+    """Issue 34: a bias added once per product, under square-only capabilities. The
+    search may stop at one channel and a 2x2 kernel (K = 4); its explanation meets two
+    channels and a 1x1 kernel (K = 2) failing the same way, a plainer problem, and that
+    is the entry's case, the same for each seed."""
+    bugs, failures, out = in_process(tmp_path, monkeypatch, "product_bias_square",
+                                     ("forward",), seed=seed)
+    (bug,) = bugs
+    assert bug["trigger"].startswith("fails when with bias and K (in channels per group x "
+                                     "kernel taps) >= 2"), bug["trigger"]
+    p = bug["params"]
+    assert (p["in_channels"], p["kernel_size"], p["input_size"]) == (2, [1, 1], [1, 1]), p
+    scripts_exit_1(failures, bugs)
