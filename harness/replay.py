@@ -405,7 +405,7 @@ def run_regression(item: pytest.Item, impl: Implementation, path: Path,
 
 
 def replayed_failure(impl: Implementation, replay: ReplayCase,
-                        timeout: float | None) -> CheckFailure | None:
+                     timeout: float | None) -> CheckFailure | None:
     """The case's check on ``impl``, after the calls it records first, as often as it
     records (`ReplayCase.tries`): the first failure, else None."""
     _call_before(impl, replay, timeout)

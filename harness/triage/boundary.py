@@ -11,14 +11,13 @@ another by any rule of harness/triage/catalog.py, and would be two entries.
 The evidence that they are one cause (`across`): the two findings are of the
 same function, of different kinds; they depend on a feature in common (each
 one's explanation has a change of it that passes); and a change of one bug's
-problem that makes it pass, in such a feature, fails as the other bug. (A
-bug everywhere, as a wrong dtype is, depends on no size: its neighbours
-failing as it proves nothing, and it shares no feature with a bug that has a
-boundary.) That
+problem that makes it pass, in such a feature, fails as the other bug. That
 is, stepping across one bug's boundary lands in the other's failure: no
-problem between them passes. Two causes with regions that merely touch would
-show the same; a black-box test cannot tell those apart, and one entry with
-both symptoms, listed, is the reading the evidence supports.
+problem between them passes. (A bug everywhere, as a wrong dtype is, depends
+on no size: its neighbours failing as it proves nothing, and it shares no
+feature with a bug that has a boundary.) Two causes with regions that merely
+touch would show the same; a black-box test cannot tell those apart, and one
+entry with both symptoms, listed, is the reading the evidence supports.
 """
 
 from __future__ import annotations

@@ -55,13 +55,13 @@ import numpy as np
 from harness.checks.compare import compare
 from harness.checks.diagnosis import (BACKWARD_RESULTS, FORWARD_RESULTS, VALUE_KIND, diagnose,
                                       reference)
+from harness.checks.registry import PRODUCED_BY, REGISTRY
 from harness.checks.tolerance import (declared_bfloat16_accumulation,
                                       declared_float32_precision, flush_allowance, gamma,
                                       tolerance, unit_roundoff)
 from harness.problem import DTYPES, ConvCase, finfo
 from harness.running.calling import CheckFailure, call_backward, call_forward, observing
 from harness.running.loader import Implementation
-from harness.checks.registry import PRODUCED_BY, REGISTRY
 from harness.triage.explain import Probe, failure_probe, values_for
 
 #: per dtype, a lower precision an implementation may declare: (the key, its value, the
