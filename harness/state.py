@@ -56,6 +56,11 @@ class Found:
     #: example as failing when any of its calls fails (harness/triage/search.py)
     tries: int = 1
 
+    @property
+    def case(self) -> ConvCase:
+        """The case of the call that failed: a check's derived one, else the drawn one."""
+        return self.failure.case if self.failure.case is not None else self.drawn
+
 
 @dataclass(frozen=True)
 class SizeChoice:

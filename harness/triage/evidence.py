@@ -83,12 +83,15 @@ def gather(impl: Implementation, failure: CheckFailure, case: ConvCase,
            timeout: float | None, tries: int = 1) -> dict[str, Any]:
     """The evidence of one failure on its own case (empty for other kinds). ``tries``:
     the calls per example of the search that found it; more than one, for a failure
-    that comes and goes, the evidence is how often it fails (the rest would be noise)."""
+    that comes and goes, the evidence is how often it fails (the rest would be noise);
+    one that fails on every call (another cause that search met) gets the rest."""
     if tries > 1:
         try:
-            return {"fails_in": f"{fails_in(impl, failure, case, timeout, tries)} of {tries}"}
+            failing = fails_in(impl, failure, case, timeout, tries)
         except CheckFailure:
             return {}
+        if failing < tries:
+            return {"fails_in": f"{failing} of {tries}"}
     if failure.check not in VALUE_KINDS or failure.function is None:
         return {}
     out: dict[str, Any] = {}

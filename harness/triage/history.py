@@ -322,7 +322,7 @@ def history_dependent(last, save_failure, saved_lines, calls: CallLog) -> Bug:
     failing example, not as Hypothesis's "Flaky" traceback.
     """
     failure, target = last.failure, last.target
-    case = failure.case if failure.case is not None else last.drawn
+    case = last.case
     text = "\n".join([
         f"{target.impl.spec} {case.problem.op}: results depend on earlier calls: check "
         f"{last.check!r} failed on the example below, then passed when Hypothesis ran the "

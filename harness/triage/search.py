@@ -45,6 +45,8 @@ from hypothesis import strategies as st
 from hypothesis.errors import FlakyFailure
 
 from harness import suite
+from harness.checks.diagnosis import diagnose
+from harness.checks.registry import examine
 from harness.reporting.failures import script_path
 from harness.problem import ConvCase
 from harness.running.calling import CheckFailure
@@ -54,8 +56,6 @@ from harness.state import STATE, Budget, Found, RunState, TestState, running
 from harness.triage import boundary, causes, evidence
 from harness.triage.catalog import Bug, part_of, signature
 from harness.triage.causes import CauseBook
-from harness.checks.diagnosis import diagnose
-from harness.checks.registry import examine
 from harness.triage.explain import explain, failure_probe
 from harness.triage import stored, sweep
 from harness.triage.history import HISTORY, history_dependent, verify_alone
@@ -166,7 +166,7 @@ def describe(found: Found, state: TestState, print_script: bool = False,
     met a smaller problem failing the same way, that is the bug's case (`_reshrunk`),
     described again."""
     target, failure = found.target, found.failure
-    case = failure.case if failure.case is not None else found.drawn
+    case = found.case
     case_file = None
     if found.case_file is not None:
         case_file = os.path.relpath(found.case_file, target.failures_dir)
@@ -177,6 +177,7 @@ def describe(found: Found, state: TestState, print_script: bool = False,
               evidence=evidence.gather(target.impl, failure, case, target.timeout,
                                        found.tries),
               found_on=found.found_on)
+    comes_and_goes = bool(bug.evidence.get("fails_in"))  # searched with several calls
     book = state.run.book
     known = attribute(book, target, bug, failure, case)
     if known is not None:
@@ -202,7 +203,7 @@ def describe(found: Found, state: TestState, print_script: bool = False,
         caps = (target.impl.capabilities_for((failure.function,)) if failure.function
                 else suite.check_capabilities(target, found.check))
         probe = failure_probe(target.impl, failure, target.timeout)
-        if found.tries > 1:  # a failure that comes and goes: mapped where it can happen
+        if comes_and_goes:  # mapped where it can happen, each problem called as often
             probe = evidence.repeated(probe, found.tries)
         elif failure.check in evidence.VALUE_KINDS and failure.function and not \
                 bug.evidence.get("precision"):
@@ -210,13 +211,13 @@ def describe(found: Found, state: TestState, print_script: bool = False,
                                              target.timeout)
         explanation = explain(case, probe, caps)
         smaller = (_reshrunk(found, explanation.smaller)
-                   if explanation.smaller is not None and found.tries == 1
+                   if explanation.smaller is not None and not comes_and_goes
                    and reshrunk < MAX_RESHRINKS else None)
         if smaller is not None:
             return describe(smaller, state, print_script, reshrunk + 1)
         bug.trigger, bug.conditions = explanation.one_line(), list(explanation.trigger)
         bug.explanation = list(explanation.rows)
-        if found.tries > 1:
+        if comes_and_goes:
             bug.trigger += "; " + evidence.fails_in_text(bug.evidence, found.tries)
     if bug.conditions and bug.explanation and failure.function:
         other = boundary.across(target.impl, bug, case, bug.explanation,
@@ -250,7 +251,7 @@ def _reshrunk(found: Found, smaller: ConvCase) -> Found | None:
     case = again.case if again.case is not None else smaller
     text = suite.failure_text(target.impl, case, again, found.check)
     lines = text.split("\n")
-    first = _case_of(found).problem
+    first = found.case.problem
     context = [line for line in found.text.split("\n")  # from an earlier reshrink too
                if line.startswith(("found on:", "(the call that failed first"))]
     if first != found.drawn.problem:  # a check's derived call: say where that came from
@@ -404,25 +405,19 @@ def _bug_of(found: Found, state: TestState, print_script: bool, known: list[Bug]
     excluded, as in the search that found it): then it repeats, so Hypothesis
     shrinks it and the explanation maps its region, calling each changed
     problem as often. That search may find another cause first, one that fails
-    on every call: that one is described as any other. Where it finds nothing,
+    on every call: its evidence says so (`evidence.gather`), and it is described
+    as any other. Where it finds nothing,
     the finding is what `_history_bug` makes of it (a symptom of a known cause,
     else a bug of results that depend on earlier calls)."""
     target = found.target
     if found.tries == 1 and (not found.repeats or evidence.comes_and_goes(
-            target.impl, found.failure, _case_of(found), target.timeout)):
+            target.impl, found.failure, found.case, target.timeout)):
         again, _ = follow_up(state, target, found.check, known, tries=TRIES)
         if again and again[0].repeats:
             found = again[0]
-            if evidence.fails_in(target.impl, found.failure, _case_of(found),
-                                 target.timeout, TRIES) == TRIES:
-                found = dataclasses.replace(found, tries=1)  # it repeats: no chance in it
     if not found.repeats:
         return _history_bug(state.run, found)
     return describe_and_verify(found, state, print_script)
-
-
-def _case_of(found: Found) -> ConvCase:
-    return found.failure.case if found.failure.case is not None else found.drawn
 
 
 def _excludes(bug: Bug) -> bool:
@@ -487,7 +482,7 @@ def _history_bug(run: RunState, last: Found) -> Bug:
     lies in that cause's trigger region (no rebuild), else a history bug of its own."""
     failure = last.failure
     book = run.book
-    case = failure.case if failure.case is not None else last.drawn
+    case = last.case
     for record in book.known(last.target.impl.spec, fresh=True):
         # found and published by another search while this one replayed it: not history
         if causes.covers(record, failure, case, last.target.impl, last.target.timeout):
