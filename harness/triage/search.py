@@ -376,17 +376,25 @@ def triage(state: TestState, target: Target, check: str, first: list[Found],
             stop += stored.skipped_note(state.skipped[-1] if state.skipped else None)
             break
         bug = _bug_of(found[0], state, print_script, known)
+        same = [] if bug.sighting else [old for old in bugs
+                                        if not old.sighting and old.same_as(bug)]
         if bug.sighting:
             bugs.append(bug)
             known += [bug] if _excludes(bug) else []
-            continue
-        known.append(bug)
-        same = [old for old in bugs if not old.sighting and old.same_as(bug)]
-        if same:
+        elif same:
+            known.append(bug)
             same[0].absorb(bug)
             same[0].report += f"\nalso fails when: {bug.trigger}"
         else:
+            known.append(bug)
             bugs.append(bug)
+        if bug.failure == HISTORY and (bug.sighting or same):
+            # results that depend on earlier calls have no region to exclude (what their
+            # explanation names is noise) and their symptoms are ordinary failures
+            # anywhere: every further search would meet them again
+            stop = (f"a further search met {bug.function}'s results that depend on earlier "
+                    "calls again, which no search can exclude: other bugs may remain")
+            break
     return bugs, stop
 
 

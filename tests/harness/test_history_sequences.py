@@ -25,9 +25,12 @@ HISTORY = Path(__file__).resolve().parent / "history.py"
 
 def test_a_state_built_over_several_calls_is_rebuilt_from_the_run_record(run_pytest, tmp_path,
                                                                          monkeypatch):
-    (bug,), failures, _ = in_process(tmp_path, monkeypatch, f"{HISTORY}:third_call_wrong",
-                                     ("forward",))
+    (bug,), failures, out = in_process(tmp_path, monkeypatch, f"{HISTORY}:third_call_wrong",
+                                       ("forward",))
     assert bug["failure"] == "history" and bug["reproduces_alone"] is True, bug
+    # met again by a further search: no region to exclude, so the searches end there
+    assert ("a further search met conv2d's results that depend on earlier calls again, which "
+            "no search can exclude: other bugs may remain") in out, out
     made = re.match(r"depends on earlier calls: wrong after the last (\d+) calls the run made "
                     r"before it \(its own record\)", bug["trigger"])
     assert made, bug["trigger"]
