@@ -16,6 +16,7 @@ from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
+from harness import ties
 from harness.problem import (ARRAY_NAMES, CHANNEL_LAYOUTS, LAYOUTS_OF, ConvCase, ConvProblem,
                              finfo)
 from harness.reporting import coverage
@@ -243,6 +244,8 @@ def features(case: ConvCase) -> list[str]:
         out.append("batch 1")
     if not p.bias:
         out.append("bias None")
+    # two sizes of different arrays equal (harness/ties.py): the summary counts each
+    out += [f"tie {tie.name}" for tie in ties.TIES if tie.holds(p)]
     out += sorted({f"layout {layout}" for layout in case.layouts.values() if layout != "C"})
     # torch's own formats, per tensor: a kernel may take channels-last for x and not
     # for its weight (pytorch#82060, #99519)

@@ -36,6 +36,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from harness import ties
 from harness.checks.diagnosis import diagnose
 from harness.checks.registry import PRODUCED_BY, REGISTRY, examine
 from harness.problem import ConvCase, ConvProblem
@@ -83,6 +84,8 @@ class Condition:
 
     def text(self) -> str:
         label = ft.LABELS.get(self.feature, self.feature)
+        if self.feature in ties.BY_NAME:  # a tie holds or not: its text says which sizes
+            return label if self.value == (True,) else f"not {label}"
         if self.op == "in":
             shown = [_show(v) for v in self.value]
             if self.feature == "bias" and len(shown) == 1:
@@ -205,7 +208,8 @@ class Explanation:
             other = dict(row.other)
             for v in sorted(set(row.fails) | set(row.passes) | set(other), key=_sort_key):
                 mark = "FAIL" if v in row.fails else "pass" if v in row.passes else other[v]
-                cells.append(f"{_show(v)}{'*' if v == row.minimal else ''}:{mark}")
+                shown = ("held" if v else "broken") if row.feature in ties.BY_NAME else _show(v)
+                cells.append(f"{shown}{'*' if v == row.minimal else ''}:{mark}")
             lines.append("  " + _row_label(row).ljust(width) + "  ".join(cells))
         return "\n".join(lines)
 
@@ -375,6 +379,8 @@ def explain(case: ConvCase, probe: Probe, caps: Capabilities) -> Explanation:
         trigger = [c for c in (_needs_trivial(row, results[row.feature], caps)
                                for row in rows) if c is not None]
     derived_rows, trigger = _derived(p, layouts, axis, axes, trials, trigger, caps)
+    tie_rows, trigger = _ties(p, layouts, trials, trigger)
+    derived_rows += tie_rows
     if not _on_any_axis(p, layouts, axis, trials, trigger):
         trigger = [dataclasses.replace(c, axes=len(p.input_size)) if c.axis is not None else c
                    for c in trigger]
@@ -508,6 +514,38 @@ def _derived(p: ConvProblem, layouts: dict[str, str], axis: int, axes: tuple[int
         trigger = [c for c in trigger if c.feature not in components]
         trigger.append(Condition(name, ">=", _lowest_failing(outcome, minimal),
                                  axis if on_axis else None))
+    return rows, trigger
+
+
+def _ties(p: ConvProblem, layouts: dict[str, str], trials: _Trials,
+          trigger: list[Condition]) -> tuple[list[Row], list[Condition]]:
+    """Rows of ties (harness/ties.py), and the trigger with a tie where the bug follows one.
+
+    For each tie the minimal problem holds whose sizes' conditions are in the
+    trigger (a step of one of them passed): the tie is made at other values
+    (`ties.retied`: one size a step larger, another to match), and broken by a
+    step of one side alone (`ties.broken`). When each of the first fails and each
+    of the second passes, the bug needs the two sizes equal, not those values:
+    the sizes' conditions give way to the tie (``out channels per group = K``).
+    A bug of something else the problem has (a padding) fails where the tie is
+    broken too."""
+    rows: list[Row] = []
+    for tie in ties.TIES:
+        parts = [c for c in trigger if c.feature in tie.components]
+        if not tie.holds(p) or not parts:
+            continue
+        kept = [trials.outcome(q, layouts, ("tie", tie.name, i))
+                for i, q in enumerate(ties.retied(p, tie.name))]
+        if not kept or not all(v is True for v in kept):
+            continue
+        off = [trials.outcome(q, layouts, ("untied", tie.name, i))
+               for i, q in enumerate(ties.broken(p, tie.name))]
+        if not off or not all(v is False for v in off):
+            continue
+        rows.append(Row(tie.name, None, True, (True,), (False,)))
+        trigger = [c for c in trigger if c.feature not in tie.components]
+        trigger.append(Condition(tie.name, "in", (True,), None))
+        break  # one tie names the sizes; another holding too is the same sizes again
     return rows, trigger
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from harness import ties
 from harness.problem import ARRAY_NAMES, LAYOUTS, ConvProblem, conv_output_length
 from harness.running.capabilities import Capabilities
 
@@ -47,7 +48,8 @@ PER_AXIS: frozenset[str] = frozenset(AXIS_FEATURES) | AXIS_DERIVED
 LABELS = {"in_channels": "in channels per group", "out_channels": "out channels per group",
           "remainder": "stride remainder", "output_padding": "output_padding",
           "K": "K (in channels per group x kernel taps)", "positions": "output positions",
-          "extent": "input size with padding"}
+          "extent": "input size with padding",
+          **{tie.name: tie.text for tie in ties.TIES}}
 
 
 def trivial(feature: str, caps: Capabilities) -> Any:
@@ -86,6 +88,7 @@ def values(p: ConvProblem, layouts: dict[str, str]) -> dict[str, Any]:
     out["extent"] = tuple(n + 2 * pad for n, pad in zip(p.input_size, p.padding))
     out["K"] = out["in_channels"] * _product(p.kernel_size)
     out["positions"] = _product(out["outputs"])
+    out.update({tie.name: tie.holds(p) for tie in ties.TIES})
     return out
 
 

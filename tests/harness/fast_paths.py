@@ -41,9 +41,20 @@ reach often, on a neighbour they rarely reach; the catalogue sweep visits it:
                         output columns in pairs and leaves the last one 0 when
                         their count is odd (and over 1)
                         -> 3x3 stride 2, groups = 2 channels, three columns
+
+And one (issue 35) whose bug lies on a tie between sizes of different arrays,
+which independent draws rarely make (harness/ties.py):
+
+    gemm_tie            a GEMM conv2d that takes a square branch when the
+                        weight matrix of a group is square, out channels = in
+                        channels x kernel taps (N = K, 2 or more), and there
+                        reads it transposed
+                        -> N = K = 2
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -152,3 +163,18 @@ def _wide_blocked(conv, x, weight, bias, kw):
 #: draws never reach that many channels; the sweep visits the declared problem
 wide_blocked = _module(conv2d=_wrapped("conv2d", _wide_blocked))
 wide_blocked.HARNESS_PATHS = {"wide blocked": ["conv2d float32 mb1ic96ih4iw4oc8kh1kw1"]}
+
+
+
+def _gemm_tie(conv, x, weight, bias, kw):
+    groups = kw["groups"]
+    n, k = weight.shape[0] // groups, math.prod(weight.shape[1:])
+    if n != k or n < 2:
+        return conv(x, weight, bias, **kw)
+    # the square branch: each group's weight matrix (N x K) read transposed, which
+    # its shape allows
+    square = weight.reshape(groups, n, k).swapaxes(1, 2).reshape(weight.shape)
+    return conv(x, np.ascontiguousarray(square), bias, **kw)
+
+
+gemm_tie = _module(conv2d=_wrapped("conv2d", _gemm_tie))

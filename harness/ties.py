@@ -1,0 +1,182 @@
+"""Ties between sizes of different arrays (issue 35): where code that compares two
+sizes takes a branch of its own.
+
+Implementations choose by comparing sizes: which operand of a GEMM is the
+larger (its orientation), im2col against direct, which array to loop over.
+The branch where two sizes are equal is one that independent draws rarely
+take: in conv2d, about 3% of the problems tie any of the pairs below, in
+conv3d fewer. A real autodiff library's convolution backward recursed forever
+whenever two of them were equal. The explanation names a tie where the bug
+follows it (harness/triage/explain.py), and the run summary counts the problems
+that held each (strategies/cases.py's `features`).
+
+The sizes are those of the GEMM a convolution is (per group): M, the images
+times the positions of each (the forward's rows, grad_weight's reduction); N,
+the out channels; K, the in channels times the kernel taps (the forward's and
+grad_input's reduction). For a transposed convolution the positions are its
+input's, the GEMM of the convolution it is the gradient of. A tie holds where
+both sides are equal and at least 2: at 1 every problem of one position, one
+channel and a 1x1 kernel would tie.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from harness.problem import ConvProblem, conv_output_length
+
+
+def positions(p: ConvProblem) -> int:
+    """The positions of an image the GEMM runs over: the outputs' (a transposed
+    convolution: its input's)."""
+    return math.prod(p.input_size if p.spec.transposed else p.output_size)
+
+
+def m_size(p: ConvProblem) -> int:
+    return p.batch * positions(p)
+
+
+def n_size(p: ConvProblem) -> int:
+    return p.out_channels // p.groups
+
+
+def k_size(p: ConvProblem) -> int:
+    return p.in_channels // p.groups * math.prod(p.kernel_size)
+
+
+@dataclass(frozen=True)
+class Tie:
+    """Two sizes of different arrays that a tie makes equal."""
+
+    name: str
+    #: what the text calls it: "batch x output positions = K (...)"
+    text: str
+    left: Callable[[ConvProblem], int]
+    right: Callable[[ConvProblem], int]
+    #: the triage's features (harness/triage/features.py) either side follows from
+    components: frozenset[str]
+
+    def holds(self, p: ConvProblem) -> bool:
+        return self.left(p) == self.right(p) >= 2
+
+
+_M = frozenset({"batch", "outputs", "positions", "stride", "remainder", "padding", "kernel",
+                "dilation", "extent"})
+_K = frozenset({"in_channels", "kernel", "K"})
+_N = frozenset({"out_channels"})
+
+TIES: tuple[Tie, ...] = (
+    Tie("M=K", "batch x output positions = K (in channels per group x kernel taps)",
+        m_size, k_size, _M | _K),
+    Tie("N=K", "out channels per group = K (in channels per group x kernel taps)",
+        n_size, k_size, _N | _K),
+    Tie("M=N", "batch x output positions = out channels per group", m_size, n_size, _M | _N),
+    Tie("P=K", "output positions = K (in channels per group x kernel taps)",
+        positions, k_size, (_M - {"batch"}) | _K),
+)
+BY_NAME: dict[str, Tie] = {t.name: t for t in TIES}
+
+
+def _channels(p: ConvProblem, per_in: int | None = None,
+              per_out: int | None = None) -> ConvProblem:
+    g = p.groups
+    return dataclasses.replace(
+        p, in_channels=g * (per_in if per_in is not None else p.in_channels // g),
+        out_channels=g * (per_out if per_out is not None else p.out_channels // g))
+
+
+def _last_axis_outputs(p: ConvProblem, count: int) -> ConvProblem | None:
+    """``p`` with ``count`` positions on its last axis (the input size rebuilt from
+    them, its stride remainder kept); None where no input has that many."""
+    if count < 1:
+        return None
+    a = len(p.input_size) - 1
+    n, k, s, pad, d = (p.input_size[a], p.kernel_size[a], p.stride[a], p.padding[a],
+                       p.dilation[a])
+    if p.spec.transposed:
+        size = count
+        if pad > ((size - 1) * s + d * (k - 1) + p.output_padding[a]) // 2:
+            return None
+    else:
+        o = conv_output_length(n, k, s, pad, d)
+        remainder = n + 2 * pad - d * (k - 1) - 1 - (o - 1) * s
+        size = (count - 1) * s + d * (k - 1) + 1 + remainder - 2 * pad
+        if size < 1 or conv_output_length(size, k, s, pad, d) != count:
+            return None
+    return dataclasses.replace(p, input_size=p.input_size[:a] + (size,))
+
+
+def _quotient(a: int, b: int) -> int | None:
+    return a // b if b >= 1 and a % b == 0 and a >= b else None
+
+
+#: per tie, the ways it is made: one size set to what the other side needs
+#: (None where it cannot be: a side not divisible by the other's fixed part)
+MOVES: dict[str, tuple[Callable[[ConvProblem], ConvProblem | None], ...]] = {
+    "N=K": (lambda p: _channels(p, per_out=k_size(p)),),
+    "M=N": (lambda p: _channels(p, per_out=m_size(p)),),
+    "M=K": (lambda p: _some(_quotient(k_size(p), positions(p)),
+                            lambda b: dataclasses.replace(p, batch=b)),
+            lambda p: _some(_quotient(m_size(p), math.prod(p.kernel_size)),
+                            lambda c: _channels(p, per_in=c))),
+    "P=K": (lambda p: _some(_quotient(positions(p), math.prod(p.kernel_size)),
+                            lambda c: _channels(p, per_in=c)),
+            lambda p: _some(_quotient(k_size(p), positions(p) // p_last(p)),
+                            lambda n: _last_axis_outputs(p, n))),
+}
+
+
+def p_last(p: ConvProblem) -> int:
+    """The positions on the last axis (the one `_last_axis_outputs` sets)."""
+    return (p.input_size if p.spec.transposed else p.output_size)[-1]
+
+
+def _some(value, then):
+    return None if value is None else then(value)
+
+
+def made(p: ConvProblem, name: str) -> list[ConvProblem]:
+    """``p`` with tie ``name`` made by each of its `MOVES` that can, at 2 or more."""
+    tie = BY_NAME[name]
+    return [q for q in (move(p) for move in MOVES[name]) if q is not None and tie.holds(q)]
+
+
+def tied(p: ConvProblem, name: str) -> ConvProblem | None:
+    """``p`` with tie ``name`` made by the first of its `MOVES` that can; None where
+    none can."""
+    ways = made(p, name)
+    return ways[0] if ways else None
+
+
+#: a step of one size: the tie broken, or, followed by a move, made at another value
+STEPS: tuple[Callable[[ConvProblem], ConvProblem | None], ...] = (
+    lambda p: dataclasses.replace(p, batch=p.batch + 1),
+    lambda p: _channels(p, per_in=p.in_channels // p.groups + 1),
+    lambda p: _last_axis_outputs(p, p_last(p) + 1),
+    lambda p: _channels(p, per_out=p.out_channels // p.groups + 1),
+)
+
+
+def broken(p: ConvProblem, name: str) -> list[ConvProblem]:
+    """``p`` with one size a step larger where tie ``name`` then no longer holds:
+    what passes when a bug follows the tie, and fails when it follows something
+    else that ``p`` has (a padding, say)."""
+    tie = BY_NAME[name]
+    return [q for q in (step(p) for step in STEPS) if q is not None and not tie.holds(q)]
+
+
+def retied(p: ConvProblem, name: str) -> list[ConvProblem]:
+    """Problems on which tie ``name`` holds at another value than on ``p``: one size
+    of ``p`` a step larger, the tie made again by another. What an explanation
+    tries, to tell a bug that follows the tie from one at the tie's sizes."""
+    tie, out = BY_NAME[name], []
+    for step in STEPS:
+        q = step(p)
+        for r in [] if q is None else made(q, name):
+            if r not in out and tie.left(r) != tie.left(p):
+                out.append(r)
+                break
+    return out

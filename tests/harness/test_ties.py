@@ -1,0 +1,120 @@
+"""Ties between sizes of different arrays (issue 35, harness/ties.py): made and made
+again at other values, named by the explanation, and a bug on one found.
+
+``fast_paths.py:gemm_tie`` is a GEMM conv2d that takes a square branch when a group's
+weight matrix is square, out channels = in channels x kernel taps (2 or more), and
+there reads it transposed: right everywhere but on that tie.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness import ties
+from harness.problem import OPS, ConvProblem
+from harness.running.capabilities import Capabilities
+from harness.running.loader import load_implementation
+from harness.triage.explain import Condition, explain, matches
+from strategies import conv_problems
+from strategies.cases import features, noise_case
+from tests.harness import in_process
+from tests.harness.conftest import fails
+
+HERE = Path(__file__).parent
+FAST = settings(max_examples=50, deadline=None, database=None, derandomize=True,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FORWARD_CHECKS = ("forward", "delta_kernel", "adjoint")
+
+
+def _problem(**kw) -> ConvProblem:
+    base = dict(op="conv2d", batch=1, in_channels=1, out_channels=1, input_size=(3, 3),
+                kernel_size=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+                groups=1, bias=True, dtype="float64")
+    return ConvProblem(**{**base, **kw})
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+@FAST
+@given(data=st.data())
+def test_each_tie_made_holds_on_a_valid_problem(op, data):
+    p = data.draw(conv_problems(op))
+    for tie in ties.TIES:
+        q = ties.tied(p, tie.name)
+        if q is None:
+            continue
+        assert tie.holds(q) and min(q.output_size) >= 1, (tie.name, q.describe())
+        for r in ties.retied(q, tie.name):
+            assert tie.holds(r) and tie.left(r) != tie.left(q) and min(r.output_size) >= 1
+
+
+def test_a_tie_condition_reads_and_matches():
+    condition = Condition("M=K", "in", (True,), None)
+    assert condition.text() == "batch x output positions = K (in channels per group x kernel taps)"
+    assert matches([condition], _problem(in_channels=2, input_size=(1, 2)), {})
+    assert not matches([condition], _problem(in_channels=3, input_size=(1, 2)), {})
+    assert not matches([condition], _problem(), {})  # 1 = 1 is no tie
+
+
+def test_the_summary_counts_the_ties_a_problem_holds():
+    assert "tie N=K" in features(noise_case(_problem(in_channels=2, out_channels=2)))
+    assert not [f for f in features(noise_case(_problem())) if f.startswith("tie ")]
+
+
+def test_gemm_tie_is_wrong_on_its_tie_only():
+    impl = load_implementation(f"{HERE / 'fast_paths.py'}:gemm_tie")
+    for on_tie in (dict(in_channels=2, out_channels=2),  # N = K = 2
+                   dict(out_channels=4, kernel_size=(2, 2)),
+                   dict(groups=2, in_channels=2, out_channels=4, kernel_size=(1, 2))):
+        assert fails("forward", impl, noise_case(_problem(**on_tie))), on_tie
+    for off in (dict(in_channels=2, out_channels=3), dict(in_channels=3, out_channels=2),
+                dict(out_channels=3, kernel_size=(2, 2)),
+                dict()):  # N = K = 1: no tie
+        assert not fails("forward", impl, noise_case(_problem(**off))), off
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_default_run_finds_a_bug_on_a_tie_and_names_the_tie(seed, tmp_path, monkeypatch):
+    """The checks that call the forward pass, each with its own seed, as a default run
+    does: one entry, on a tie, whose trigger is the tie, not the sizes it shrank to
+    (``in channels = 2 and out channels = 2``, true of the minimal problem and no
+    other)."""
+    failures = tmp_path / "failures"
+    bugs, out = in_process.run_entries(f"{HERE / 'fast_paths.py'}:gemm_tie", FORWARD_CHECKS,
+                                       ("conv2d",), failures, monkeypatch, seed=seed)
+    assert len(bugs) == 1, out[-3000:]
+    (bug,) = bugs
+    record = json.loads((failures / bug["case_file"]).read_text())
+    p = ConvProblem.from_params(record["op"], record["params"])
+    assert p.out_channels // p.groups == p.forward_terms() == 2, p.describe()
+    assert bug["trigger"].startswith(
+        "fails when out channels per group = K (in channels per group x kernel taps);"), bug
+
+
+def _explained(case_problem: ConvProblem, fails_when):
+    return explain(noise_case(case_problem), lambda case: fails_when(case.problem),
+                   Capabilities())
+
+
+def _trigger(case_problem: ConvProblem, fails_when) -> str:
+    return " and ".join(c.text() for c in _explained(case_problem, fails_when).trigger)
+
+
+def test_the_explanation_names_a_tie_only_where_the_bug_follows_it():
+    """Made at other values it fails, broken by one side alone it passes: the tie.
+    A bug of in channels alone, on a minimal problem that happens to hold the tie,
+    fails where the tie is broken too: its trigger stays the in channels."""
+    on_tie = _problem(in_channels=2, out_channels=2, input_size=(1, 1))
+    assert _trigger(on_tie, lambda p: p.out_channels // p.groups == p.forward_terms() >= 2) \
+        == "out channels per group = K (in channels per group x kernel taps)"
+    assert _trigger(on_tie, lambda p: p.in_channels // p.groups >= 2) \
+        == "in channels per group >= 2"
+    # its row in the explanation's table: the tie held fails, broken passes
+    table = _explained(on_tie, lambda p: p.out_channels // p.groups == p.forward_terms() >= 2
+                       ).table()
+    assert "  out channels per group = K (in channels per group x kernel taps)  broken:pass  " \
+        "held*:FAIL" in table, table
