@@ -36,7 +36,8 @@ def positions(p: ConvProblem) -> int:
 
 
 def m_size(p: ConvProblem) -> int:
-    return p.batch * positions(p)
+    """batch x positions: the reduction length of grad_weight."""
+    return p.grad_weight_terms()
 
 
 def n_size(p: ConvProblem) -> int:
@@ -44,7 +45,8 @@ def n_size(p: ConvProblem) -> int:
 
 
 def k_size(p: ConvProblem) -> int:
-    return p.in_channels // p.groups * math.prod(p.kernel_size)
+    """in channels x taps, per group: the reduction length of the forward."""
+    return p.forward_terms()
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,15 @@ def _quotient(a: int, b: int) -> int | None:
     return a // b if b >= 1 and a % b == 0 and a >= b else None
 
 
+def p_last(p: ConvProblem) -> int:
+    """The positions on the last axis (the one `_last_axis_outputs` sets)."""
+    return (p.input_size if p.spec.transposed else p.output_size)[-1]
+
+
+def _some(value, then):
+    return None if value is None else then(value)
+
+
 #: per tie, the ways it is made: one size set to what the other side needs
 #: (None where it cannot be: a side not divisible by the other's fixed part)
 MOVES: dict[str, tuple[Callable[[ConvProblem], ConvProblem | None], ...]] = {
@@ -127,15 +138,6 @@ MOVES: dict[str, tuple[Callable[[ConvProblem], ConvProblem | None], ...]] = {
             lambda p: _some(_quotient(k_size(p), positions(p) // p_last(p)),
                             lambda n: _last_axis_outputs(p, n))),
 }
-
-
-def p_last(p: ConvProblem) -> int:
-    """The positions on the last axis (the one `_last_axis_outputs` sets)."""
-    return (p.input_size if p.spec.transposed else p.output_size)[-1]
-
-
-def _some(value, then):
-    return None if value is None else then(value)
 
 
 def made(p: ConvProblem, name: str) -> list[ConvProblem]:
