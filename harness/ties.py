@@ -146,13 +146,6 @@ def made(p: ConvProblem, name: str) -> list[ConvProblem]:
     return [q for q in (move(p) for move in MOVES[name]) if q is not None and tie.holds(q)]
 
 
-def tied(p: ConvProblem, name: str) -> ConvProblem | None:
-    """``p`` with tie ``name`` made by the first of its `MOVES` that can; None where
-    none can."""
-    ways = made(p, name)
-    return ways[0] if ways else None
-
-
 #: a step of one size: the tie broken, or, followed by a move, made at another value
 STEPS: tuple[Callable[[ConvProblem], ConvProblem | None], ...] = (
     lambda p: dataclasses.replace(p, batch=p.batch + 1),
