@@ -180,18 +180,28 @@ def fails_in_text(evidence: dict[str, Any], tries: int) -> str:
             f"was called {tries} times, any failing counted")
 
 
-def repeated(probe: Probe, tries: int) -> Probe:
+class Repeated:
     """``probe`` for a failure that comes and goes: a case fails when any of ``tries``
-    calls fails; otherwise it is masked when a call was, else passes."""
-    def any_call(case: ConvCase) -> bool | str:
+    calls fails; otherwise it is masked when a call was, else passes. Every call is
+    made, so that `last` can say in how many of them the case failed (the
+    explanation's table shows it per changed problem: "FAIL 3/8")."""
+
+    def __init__(self, probe: Probe, tries: int) -> None:
+        self.probe, self.tries = probe, tries
+        #: (failing calls, calls) of the last case called
+        self.last: tuple[int, int] | None = None
+
+    def __call__(self, case: ConvCase) -> bool | str:
+        failing = 0
         masked: bool | str = False
-        for _ in range(tries):
-            verdict = probe(case)
+        for _ in range(self.tries):
+            verdict = self.probe(case)
             if verdict is True:
-                return True
-            masked = masked or verdict
-        return masked
-    return any_call
+                failing += 1
+            else:
+                masked = masked or verdict
+        self.last = (failing, self.tries)
+        return True if failing else masked
 
 
 def _noise(case: ConvCase) -> ConvCase:

@@ -172,16 +172,23 @@ class Row:
     passes: tuple[Any, ...]
     #: (value, kind) of changes whose call failed differently (masked: it raised, ...)
     other: tuple[tuple[Any, str], ...] = ()
+    #: (value, failing calls, calls) of each change, for a failure that comes and goes
+    #: (each changed problem called several times: `evidence.Repeated`)
+    counts: tuple[tuple[Any, int, int], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"feature": self.feature, "axis": self.axis, "minimal": self.minimal,
-                "fails": list(self.fails), "passes": list(self.passes),
-                "other": [list(pair) for pair in self.other]}
+        raw = {"feature": self.feature, "axis": self.axis, "minimal": self.minimal,
+               "fails": list(self.fails), "passes": list(self.passes),
+               "other": [list(pair) for pair in self.other]}
+        if self.counts:
+            raw["counts"] = [list(c) for c in self.counts]
+        return raw
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> "Row":
         return cls(raw["feature"], raw.get("axis"), raw["minimal"], tuple(raw["fails"]),
-                   tuple(raw["passes"]), tuple((v, k) for v, k in raw.get("other", [])))
+                   tuple(raw["passes"]), tuple((v, k) for v, k in raw.get("other", [])),
+                   tuple((v, k, n) for v, k, n in raw.get("counts", [])))
 
 
 @dataclass(frozen=True)
@@ -206,8 +213,10 @@ class Explanation:
         for row in self.rows:
             cells = []
             other = dict(row.other)
+            counts = {v: f" {k}/{n}" for v, k, n in row.counts}
             for v in sorted(set(row.fails) | set(row.passes) | set(other), key=_sort_key):
                 mark = "FAIL" if v in row.fails else "pass" if v in row.passes else other[v]
+                mark += counts.get(v, "")
                 shown = ("held" if v else "broken") if row.feature in ties.BY_NAME else _show(v)
                 cells.append(f"{shown}{'*' if v == row.minimal else ''}:{mark}")
             lines.append("  " + _row_label(row).ljust(width) + "  ".join(cells))
@@ -307,20 +316,31 @@ class _Trials:
         self.seen: dict[tuple, bool | str] = {}
         #: the smallest changed case that failed, where smaller than the minimal one
         self.smaller: ConvCase | None = None
+        #: (failing calls, calls) of each problem tried, by key and by the seed it was
+        #: asked for with, where the probe counts them (`evidence.Repeated`)
+        self.counts: dict[tuple, tuple[int, int]] = {}
+        self.counted: dict[tuple, tuple[int, int]] = {}
 
     def outcome(self, q: ConvProblem, q_layouts: dict[str, str], seed: tuple) -> bool | str | None:
         """True: fails the same way; False: passes; a kind: masked; None: not tried."""
         key = (q, tuple(sorted(q_layouts.items())))
         if key in self.seen:
+            if key in self.counts:
+                self.counted[seed] = self.counts[key]
             return self.seen[key]
         if self.calls >= MAX_CALLS or time.monotonic() > self.deadline \
                 or _excluded(self.caps, q, q_layouts):
             return None
         verdict: bool | str = False
+        failing = calls = 0
         for keep in (True, False):
             self.calls += 1
             values = values_for(self.case, q, q_layouts, keep, _seed(*seed, keep))
             result = self.probe(values)
+            last = getattr(self.probe, "last", None)
+            if last is not None:
+                failing, calls = failing + last[0], calls + last[1]
+                self.counts[key] = self.counted[seed] = (failing, calls)
             if result is True:
                 verdict = True
                 best = self.smaller or self.case
@@ -331,6 +351,11 @@ class _Trials:
                 verdict = result  # masked, unless the other data shows the bug
         self.seen[key] = verdict
         return verdict
+
+    def counts_of(self, feature: str, outcome: dict[Any, bool | str]) -> tuple:
+        """(value, failing calls, calls) of each value of ``feature`` tried, where counted."""
+        return tuple((v, *self.counted[(feature, v)]) for v in outcome
+                     if (feature, v) in self.counted)
 
 
 def _plainer(q: ConvProblem, p: ConvProblem) -> bool:
@@ -367,7 +392,7 @@ def explain(case: ConvCase, probe: Probe, caps: Capabilities) -> Explanation:
                 outcome[value] = verdict
         if len(outcome) > 1 or (outcome and minimal not in outcome):
             rows.append(_row(feature, axis if on_axis and not caps.square else None, minimal,
-                             outcome))
+                             outcome, trials.counts_of(feature, outcome)))
             results[feature] = outcome
     off_axis = _off_axis_rows(p, layouts, axis, axes, trials, caps)
     trigger = [c for c in (_trigger_condition(row, results[row.feature], caps)
@@ -410,7 +435,9 @@ def _off_axis_rows(p: ConvProblem, layouts: dict[str, str], axis: int,
                 continue
             changed = ft.with_feature(p, layouts, feature, trivial, (other,))
             if changed is not None and trials.outcome(*changed, (feature, other)) is False:
-                rows.append(_row(feature, other, value, {value: True, trivial: False}))
+                counted = trials.counted.get((feature, other))
+                rows.append(_row(feature, other, value, {value: True, trivial: False},
+                                 ((trivial, *counted),) if counted else ()))
     return rows
 
 
@@ -448,10 +475,11 @@ def _on_any_axis(p: ConvProblem, layouts: dict[str, str], axis: int, trials: _Tr
     return True
 
 
-def _row(feature: str, axis: int | None, minimal: Any, outcome: dict[Any, bool | str]) -> Row:
+def _row(feature: str, axis: int | None, minimal: Any, outcome: dict[Any, bool | str],
+         counts: tuple[tuple[Any, int, int], ...] = ()) -> Row:
     return Row(feature, axis, minimal, tuple(v for v, f in outcome.items() if f is True),
                tuple(v for v, f in outcome.items() if f is False),
-               tuple((v, f) for v, f in outcome.items() if isinstance(f, str)))
+               tuple((v, f) for v, f in outcome.items() if isinstance(f, str)), counts)
 
 
 def _trigger_condition(row: Row, outcome: dict[Any, bool | str],

@@ -204,7 +204,7 @@ def describe(found: Found, state: TestState, print_script: bool = False,
                 else suite.check_capabilities(target, found.check))
         probe = failure_probe(target.impl, failure, target.timeout)
         if comes_and_goes:  # mapped where it can happen, each problem called as often
-            probe = evidence.repeated(probe, found.tries)
+            probe = evidence.Repeated(probe, found.tries)
         elif failure.check in evidence.VALUE_KINDS and failure.function and not \
                 bug.evidence.get("precision"):
             probe = evidence.beyond_rounding(probe, target.impl, failure.function,
@@ -331,8 +331,11 @@ def _why(bug: Bug, known: Bug) -> str:
 def _bug_text(found: Found, trigger: str, explanation, print_script: bool = False) -> str:
     lines = [found.text, f"trigger:   {trigger}"]
     if explanation is not None and explanation.rows:
+        counted = any(row.counts for row in explanation.rows)
         lines.append("explanation: single changes to this problem, with fresh data "
-                     f"(* its own value; {explanation.calls} calls):")
+                     f"(* its own value; {explanation.calls} calls"
+                     + ("; k/n: each change called n times, k failed" if counted else "")
+                     + "):")
         lines.append(explanation.table())
     if found.case_file is not None:
         lines += suite.saved_lines(found.case_file)

@@ -70,6 +70,28 @@ def test_a_masked_change_is_shown_as_such_and_stays_out_of_the_trigger():
     assert [c.text() for c in explanation.trigger] == ["dtype in {float16, float32}"]
 
 
+def test_each_change_of_a_failure_that_comes_and_goes_says_in_how_many_calls_it_failed():
+    """Issue 34: a problem of a failure that comes and goes is called several times
+    (`evidence.Repeated`), any failing counting; the table says how many failed, so
+    that a pass is seen to be 0 of all its calls, not one lucky call."""
+    calls = iter(range(10**6))
+
+    def every_other_call_with_a_stride(case: ConvCase) -> bool:
+        return max(case.problem.stride) >= 2 and next(calls) % 2 == 0
+
+    probe = evidence.Repeated(every_other_call_with_a_stride, 8)
+    case = constant_case(problem(input_size=(1, 3), stride=(1, 2)))
+    explanation = explain(case, probe, Capabilities())
+    assert [c.text() for c in explanation.trigger] == ["stride >= 2"]
+    (stride,) = [row for row in explanation.rows if row.feature == "stride"]
+    counts = {v: (k, n) for v, k, n in stride.counts}
+    assert counts[1] == (0, 16)  # both data variants, every call passing
+    assert all(n == 8 and k == 4 for v, (k, n) in counts.items() if v >= 2), counts
+    assert "1:pass 0/16" in explanation.table() and "3:FAIL 4/8" in explanation.table()
+    assert Row.from_json(stride.to_json()) == stride
+    assert probe.last is not None
+
+
 def test_a_bug_on_the_simplest_problem_names_the_trivial_value_it_needs():
     case = constant_case(problem())
     impl, failure = first_failure("shapes", "grad_input", case)
@@ -630,8 +652,8 @@ def test_garbage_that_comes_and_goes_is_one_cause_beside_a_deterministic_one(
     for each seed: the garbage is searched and explained with several calls per
     problem, so it shrinks to its minimal case and its trigger is its region, with how
     often it fails; its script makes as many calls, and exits 1."""
-    bugs, failures, _ = in_process(tmp_path, monkeypatch, "garbage_and_padding",
-                                   ("forward", "repeatable"), seed=seed)
+    bugs, failures, out = in_process(tmp_path, monkeypatch, "garbage_and_padding",
+                                     ("forward", "repeatable"), seed=seed)
     assert len(bugs) == 2, [(b["failure"], b["descriptor"], b["trigger"]) for b in bugs]
     padding = next(b for b in bugs if not b["evidence"].get("fails_in"))
     garbage = next(b for b in bugs if b["evidence"].get("fails_in"))
@@ -643,6 +665,9 @@ def test_garbage_that_comes_and_goes_is_one_cause_beside_a_deterministic_one(
     assert garbage["descriptor"] == "mb1ic1ih1iw2oc1kh1kw1sh1sw2ph0pw0", garbage
     assert garbage["failure"] == "forward" and "repeatable" in garbage["checks"], garbage
     assert json.loads((failures / garbage["case_file"]).read_text())["tries"] == 8
+    # each change of its explanation says in how many of its calls it failed
+    assert "k/n: each change called n times, k failed" in out
+    assert re.search(r":FAIL [1-8]/8 ", out) and re.search(r":pass 0/16\b", out), out
     assert all(b["reproduces_alone"] is True and b["minimal"] for b in bugs), bugs
     scripts_exit_1(failures, bugs)
 
