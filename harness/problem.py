@@ -170,6 +170,15 @@ class ConvProblem:
         return (volume, sum(self.kernel_size), sum(self.dilation), sum(self.padding),
                 sum(self.stride))
 
+    def plainest(self) -> "ConvProblem":
+        """The plainest problem of this op, dtype and bias: one of everything, a single
+        input position per axis, kernel 1, stride 1, no padding, no dilation."""
+        ones, zeros = (1,) * len(self.input_size), (0,) * len(self.input_size)
+        return dataclasses.replace(
+            self, batch=1, in_channels=1, out_channels=1, input_size=ones, kernel_size=ones,
+            stride=ones, padding=zeros, dilation=ones, groups=1,
+            output_padding=zeros if self.output_padding else (), drawn_from=None)
+
     def describe(self) -> str:
         """The parameters on one line, as a person would write them."""
         def axes(t: tuple[int, ...]) -> str:

@@ -20,6 +20,10 @@ candidates, shortest first:
   calls): a state built up over several calls (a buffer pool, a counter), or
   left by particular values.
 
+Where one of the first two shows it, it is tried on the plainest problem too
+(`ConvProblem.plainest`), whose case then stands for the bug: Hypothesis cannot
+shrink such a failure (a shape the run met before fails even on zeros).
+
 The harness's own record of the calls is enough to rebuild the sequence,
 and what it recorded in the case file (``before``) is enough to replay it:
 the script and ``pytest --replay`` make those calls first; an earlier call
@@ -225,13 +229,17 @@ def _history(target: Target, bug: Bug, calls: CallLog) -> None:
         bug.trigger = f"depends on earlier calls (alone it passes); {bug.trigger}"
         bug.alone_reason = NOT_REBUILT
     else:
-        path, label = rebuilt
+        path, label, case = rebuilt
         _drop(target.failures_dir / bug.case_file)  # its script passes: it would mislead
         bug.case_file = os.path.relpath(path, target.failures_dir)
+        plainer = case.problem != bug.problem
+        bug.params, bug.layouts = case.problem.params(), dict(case.layouts)
         bug.alone = True
-        head += (f"\nrebuilt: first call right, wrong after {label}; the case file and "
-                 f"script below make those calls, and the script fails (exit 1):\n"
-                 f"case file: {path}\nscript:    python {script_path(path)}")
+        head += (f"\nrebuilt: first call right, wrong after {label}"
+                 + (f", on the plainest problem ({case.problem.describe()}; the run's "
+                    "failing call, below, was on a larger one)" if plainer else "")
+                 + "; the case file and script below make those calls, and the script "
+                 f"fails (exit 1):\ncase file: {path}\nscript:    python {script_path(path)}")
         bug.trigger = f"depends on earlier calls: wrong after {label}; {bug.trigger}"
     bug.report = head + "\n" + bug.report
     bug.failure = HISTORY
@@ -275,16 +283,36 @@ def _recorded(target: Target, bug: Bug, case: ConvCase, case_file: Path,
     return [(c.function, c.case) for c in calls if c.case.problem.op == case.problem.op]
 
 
-def rebuild(target: Target, bug: Bug, calls: CallLog) -> tuple[Path, str] | None:
+def _repeated_calls(function: str, case: ConvCase) -> list[tuple[str, list[tuple[str, ConvCase]]]]:
+    """The candidates that need nothing the run recorded: the same call made once
+    before, or a call on the same problem with other values."""
+    return [("the same call made once before", [(function, case)]),
+            ("a call on the same problem with other values", [(function, _other_values(case))])]
+
+
+def rebuild(target: Target, bug: Bug, calls: CallLog) -> tuple[Path, str, ConvCase] | None:
     """A case file whose calls (``before``, then the failing one) show the bug in a
-    fresh process, and what came first; None if no candidate does."""
+    fresh process, what came first, and the failing call's case; None if no
+    candidate does.
+
+    Hypothesis cannot shrink a failure that depends on earlier calls: a shape the
+    run met before fails even on zeros, a new one only with other values. So where
+    a repeated call shows it, the same sequence is tried on the plainest problem
+    (`ConvProblem.plainest`, noise values) too, and kept where it fails: a cache keyed
+    by shape fails there, a state that needs larger sizes does not."""
     if bug.case_file is None or bug.function is None:
         return None
     case_file = target.failures_dir / bug.case_file
     record, case = load_case(case_file)
-    found = _try(target, record, case, [
-        ("the same call made once before", [(bug.function, case)]),
-        ("a call on the same problem with other values", [(bug.function, _other_values(case))])])
+    found = _try(target, record, case, _repeated_calls(bug.function, case))
+    plainest = case.problem.plainest()
+    if found is not None and plainest != case.problem:
+        small = values_for(case, plainest, dict(case.layouts), False, seed=54321)
+        label = found[1]
+        smaller = _try(target, record, small, [c for c in _repeated_calls(bug.function, small)
+                                               if c[0] == label])
+        if smaller is not None:
+            found, case = smaller, small
     if found is None:
         found = _from_record(target, record, case,
                              _recorded(target, bug, case, case_file, calls))
@@ -292,7 +320,7 @@ def rebuild(target: Target, bug: Bug, calls: CallLog) -> tuple[Path, str] | None
         return None
     trial, label = found
     script = render_script(trial, case)
-    return save_case(target.failures_dir, trial, target.impl.name, script=script), label
+    return save_case(target.failures_dir, trial, target.impl.name, script=script), label, case
 
 
 def _from_record(target: Target, record: dict, case: ConvCase,
@@ -343,8 +371,14 @@ def history_dependent(last, save_failure, saved_lines, calls: CallLog) -> Bug:
         rebuilt = rebuild(target, bug, calls)
         if rebuilt is not None:
             bug.alone, bug.alone_reason = True, ""
-            path, label = rebuilt
+            path, label, rebuilt_case = rebuilt
             bug.case_file = os.path.relpath(path, target.failures_dir)
-            bug.report += (f"\nrebuilt: wrong after {label}: case file {path}, script "
-                           f"python {script_path(path)} (exit 1)")
+            if rebuilt_case.problem != case.problem:  # the plainest problem shows it
+                bug.params, bug.layouts = (rebuilt_case.problem.params(),
+                                           dict(rebuilt_case.layouts))
+                bug.not_minimal = ""
+            bug.report += (f"\nrebuilt: wrong after {label}"
+                           + (f", on the plainest problem ({rebuilt_case.problem.describe()})"
+                              if rebuilt_case.problem != case.problem else "")
+                           + f": case file {path}, script python {script_path(path)} (exit 1)")
     return bug

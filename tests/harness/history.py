@@ -62,3 +62,14 @@ third_call_wrong = SimpleNamespace(conv2d=_nth_call_wrong(by_problem=True))
 #: The same keyed by the arrays' shapes only: the calls that built the state may be on
 #: other problems (another stride, dilation or padding with the same shapes).
 third_call_of_shapes_wrong = SimpleNamespace(conv2d=_nth_call_wrong(by_problem=False))
+
+
+def _blocked_shape_cache(x, weight, bias, **kw):
+    if weight.shape[1] < 2:  # one input channel: the direct path, no cache
+        return einsum.conv2d(x, weight, bias, **kw)
+    return _conv2d(x, weight, bias, **kw)
+
+
+#: The weight cache keyed by shape, on the blocked path alone (two input channels or
+#: more): a repeated call shows it, but not on the plainest problem.
+blocked_shape_cache = SimpleNamespace(conv2d=_blocked_shape_cache)

@@ -300,6 +300,23 @@ def test_results_that_depend_on_earlier_calls_are_reported_as_such(run_pytest, t
     assert again.returncode == 1 and "still fails" in again.stdout, again.stdout[-2000:]
 
 
+def test_a_history_bug_is_rebuilt_on_the_plainest_problem_only_where_that_shows_it(
+        tmp_path, monkeypatch):
+    """Hypothesis cannot shrink results that depend on earlier calls; the sequence
+    rebuilt for them is tried on the plainest problem too. A weight cache on a blocked
+    path (two input channels or more) does not show there: its case keeps the
+    channels, and its script still fails."""
+    spec = f"{Path(__file__).resolve().parent / 'history.py'}:blocked_shape_cache"
+    bugs, failures, out = in_process(tmp_path, monkeypatch, spec, ("forward",))
+    (bug,) = bugs
+    assert bug["failure"] == "history" and bug["reproduces_alone"] is True, bug
+    assert bug["params"]["in_channels"] // bug["params"]["groups"] >= 2, bug
+    assert "on the plainest problem" not in out
+    record = json.loads((failures / bug["case_file"]).read_text())
+    assert record["params"] == bug["params"], record
+    scripts_exit_1(failures, [bug])
+
+
 def test_first_call_right_repeated_calls_wrong(tmp_path, monkeypatch):
     spec = f"{Path(__file__).resolve().parent / 'history.py'}:second_call_wrong"
     bugs, failures, out = in_process(tmp_path, monkeypatch, spec, ("forward",))
