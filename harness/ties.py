@@ -175,3 +175,36 @@ def retied(p: ConvProblem, name: str) -> list[ConvProblem]:
                 out.append(r)
                 break
     return out
+
+
+def _kernel_axis(p: ConvProblem, axis: int, size: int) -> ConvProblem | None:
+    """``p`` with a kernel of ``size`` on ``axis``, the input kept (None where invalid)."""
+    kernel = p.kernel_size[:axis] + (size,) + p.kernel_size[axis + 1:]
+    try:
+        return dataclasses.replace(p, kernel_size=kernel)
+    except ValueError:
+        return None
+
+
+def _down(value: int) -> set[int]:
+    """Smaller values of a size to try: 1, half, one less."""
+    return {v for v in (1, value // 2, value - 1) if 1 <= v < value}
+
+
+def lowered(p: ConvProblem, name: str) -> list[ConvProblem]:
+    """Problems on which tie ``name`` holds with one size of ``p`` lower (1, half, or
+    one less: the batch, the in channels, a kernel axis, the last axis's positions),
+    the tie made again by another: what an explanation tries to shrink a bug that
+    follows a tie, which Hypothesis's shrinking and single changes cannot (a change
+    of one size breaks the tie). Plainest first."""
+    g = p.groups
+    steps = [dataclasses.replace(p, batch=b) for b in _down(p.batch)]
+    steps += [_channels(p, per_in=c) for c in _down(p.in_channels // g)]
+    steps += [_kernel_axis(p, a, k) for a, size in enumerate(p.kernel_size) for k in _down(size)]
+    steps += [_last_axis_outputs(p, n) for n in _down(p_last(p))]
+    out: list[ConvProblem] = []
+    for q in steps:
+        for r in [] if q is None else made(q, name):
+            if r not in out and r != p:
+                out.append(r)
+    return sorted(out, key=ConvProblem.size_rank)

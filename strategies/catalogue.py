@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness import ties
 from harness.problem import OPS, ConvCase, ConvProblem
 from harness.running.capabilities import Capabilities
 from strategies import archetypes
@@ -32,6 +33,10 @@ from strategies.problems import Bounds
 NEIGHBOUR_FEATURES = archetypes.FEATURES + ("outputs",)
 #: outputs per axis of a visit (the fewest valid even count at or above it)
 OUTPUTS = 4
+
+
+#: a tie visit's ``feature``: this and the tie's name ("tie N=K")
+TIE = "tie "
 
 
 @dataclass(frozen=True)
@@ -49,7 +54,14 @@ class Visit:
     def label(self) -> str:
         if self.archetype is None:
             return f"its declared path {self.path!r}"
+        if self.tie is not None:
+            return f"{self.archetype.label} made a tie, {ties.BY_NAME[self.tie].text}"
         return self.archetype.label + (f"'s {self.feature} neighbour" if self.feature else "")
+
+    @property
+    def tie(self) -> str | None:
+        """The tie (harness/ties.py) this visit's archetype was made into, if any."""
+        return self.feature[len(TIE):] if self.feature and self.feature.startswith(TIE) else None
 
     def case(self) -> ConvCase:
         """The visit's case: seeded noise in every array, C-contiguous."""
@@ -127,12 +139,33 @@ def visits(op: str, caps: Capabilities) -> tuple[Visit, ...]:
     return tuple(sorted(out.values(), key=lambda v: _ORDER[v.archetype, v.feature]))
 
 
+def tie_visits(op: str, caps: Capabilities) -> tuple[Visit, ...]:
+    """Each archetype of ``op`` made into each tie between sizes of different arrays
+    (harness/ties.py: M = K, N = K, M = N, positions = K), by the first of the tie's
+    moves that gives a problem the capabilities take: the branch code takes where it
+    compares two sizes and finds them equal, at a real network's geometry. Random
+    draws make a given tie in about 3% of conv2d problems, and a tie at a
+    realistic size (16 or more) in under 1%."""
+    out: dict[ConvProblem, Visit] = {}
+    for arch in archetypes.for_op(op):
+        base = _problem(arch, None, caps)
+        for tie in ties.TIES if base is not None else ():
+            made = [q for q in ties.made(base, tie.name)
+                    if q not in out and not caps.excludes(ConvCase.bare(q))]
+            if made:
+                out[made[0]] = Visit(arch, TIE + tie.name, made[0])
+    return tuple(out.values())
+
+
 def within(problem: ConvProblem, bounds: Bounds) -> bool:
-    """Whether ``problem``'s kernel and outputs are within ``bounds`` (their large tier's
-    where they have one): the sizes ``--conv-budget`` chose hold for a sweep too."""
+    """Whether ``problem``'s kernel, outputs, batch and channels per group are within
+    ``bounds`` (their large tier's where they have one): the sizes ``--conv-budget``
+    chose hold for a sweep too (a tie visit has 98 out channels)."""
     top = bounds.large if bounds.large is not None else bounds
     outputs = problem.input_size if problem.spec.transposed else problem.output_size
-    return max(problem.kernel_size) <= top.kernel and max(outputs) <= top.outputs
+    channels = max(problem.in_channels, problem.out_channels) // problem.groups
+    return (max(problem.kernel_size) <= top.kernel and max(outputs) <= top.outputs
+            and problem.batch <= top.batch and channels <= top.channels_per_group)
 
 
 def path_visits(op: str, caps: Capabilities,

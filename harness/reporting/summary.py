@@ -212,8 +212,9 @@ class Summary:
         lines.append(f"  examples tried: {examples}")
         visits = tally.pop(coverage.VISITS, 0)
         if visits:
-            lines.append(f"  catalogue sweep: {visits} visits (each archetype and one-step "
-                         "neighbour, and each declared path, once per check that passed)")
+            lines.append(f"  catalogue sweep: {visits} visits (each archetype, its one-step "
+                         "neighbours and its ties, and each declared path, once per check "
+                         "that passed)")
         if record.largest:
             labels = {"batch": "batch", "channels_per_group": "channels per group",
                       "positions": "output positions per image", "kernel": "kernel",

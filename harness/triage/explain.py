@@ -573,8 +573,33 @@ def _ties(p: ConvProblem, layouts: dict[str, str], trials: _Trials,
         rows.append(Row(tie.name, None, True, (True,), (False,)))
         trigger = [c for c in trigger if c.feature not in tie.components]
         trigger.append(Condition(tie.name, "in", (True,), None))
+        _lower_tie(p, layouts, trials, tie.name)
         break  # one tie names the sizes; another holding too is the same sizes again
     return rows, trigger
+
+
+def _lower_tie(p: ConvProblem, layouts: dict[str, str], trials: _Trials, name: str) -> None:
+    """Shrink a bug that follows tie ``name`` along the tie: from ``p``, the plainest
+    problem with one size lower and the tie made again that fails, and so on, until
+    none does (a square GEMM branch taken at 16 or more, found on a 7x7 stem's
+    N = K = 98, ends at 18, one in channel and a 3x6 kernel). Where that reaches a
+    plainer problem, the trials keep it as the explanation's smaller case, which the
+    triage describes instead. It starts from the smallest failing problem met so far
+    where that holds the tie: a smaller case must be plainer than that one too."""
+    smaller = trials.smaller.problem if trials.smaller is not None else None
+    current = smaller if smaller is not None and ties.BY_NAME[name].holds(smaller) else p
+    for step in range(MAX_TIE_STEPS):
+        for i, q in enumerate(ties.lowered(current, name)):
+            if _plainer(q, current) and \
+                    trials.outcome(q, layouts, ("lowered", name, step, i)) is True:
+                current = q
+                break
+        else:
+            return
+
+
+#: steps down a tie at most (each lowers one size to 1, half or one less)
+MAX_TIE_STEPS = 12
 
 
 #: a derived feature's smaller values are each tried up to this one; above, three

@@ -3,7 +3,9 @@ its one-step neighbours (strategies/catalogue.py), called once, besides the
 random draws.
 
 A check's random search reaches an archetype's neighbour by chance; a fast path
-whose bug lies one step off its archetype passed in one seed of two. When a test's
+whose bug lies one step off its archetype passed in one seed of two. Each archetype
+made into each tie between sizes of different arrays (harness/ties.py) is visited
+too: the branch code takes where two sizes it compares are equal. When a test's
 search has passed, the sweep calls the check once on each visit (checks with
 problems of their own, such as finite differences, are not swept). A failure
 that a cause known run-wide covers is a sighting, as in a search; any other
@@ -43,8 +45,8 @@ def sweep(state: TestState, target: Target, check: str) -> list[Missed]:
         return []
     missed = []
     caps = suite.check_capabilities(target, check)
-    visits = catalogue.visits(target.op, caps) + catalogue.path_visits(
-        target.op, caps, target.impl.paths)
+    visits = (catalogue.visits(target.op, caps) + catalogue.tie_visits(target.op, caps)
+              + catalogue.path_visits(target.op, caps, target.impl.paths))
     chosen = state.budget.chosen.bounds if state.budget.chosen is not None else None
     if chosen is not None:
         kept = tuple(v for v in visits if catalogue.within(v.problem, chosen))
@@ -71,7 +73,10 @@ def sweep(state: TestState, target: Target, check: str) -> list[Missed]:
 def focus(visit: catalogue.Visit) -> Focus | None:
     """The strategies' focus for a search of ``visit``'s failure: its archetype, and
     the feature its neighbour changes where that is one an archetype fixes; None for
-    a declared path's problem (no archetype to draw from)."""
+    a declared path's problem (no archetype to draw from). A tie's visit is searched
+    from its archetype: a failure of its sizes alone (98 out channels) is met there
+    and shrunk; one that needs the tie rarely is, and its visit's case is the
+    finding, which its explanation shrinks along the tie."""
     if visit.archetype is None:
         return None
     return visit.archetype, visit.feature if visit.feature in FEATURES else None
@@ -90,8 +95,10 @@ def unshrunk(target: Target, check: str, visit: catalogue.Visit, failure: CheckF
     case = visit.case()
     text = suite.failure_text(target.impl, case, failure, check)
     path = suite.save_failure(target, failure, check, text, case)
-    why = ("a search focused on it did not meet the failure" if visit.archetype is not None
-           else "a declared path's problem is not searched")
+    why = ("a declared path's problem is not searched" if visit.archetype is None
+           else "a search focused on its archetype did not meet the failure; its "
+           "explanation shrinks it along the tie where it can" if visit.tie is not None
+           else "a search focused on it did not meet the failure")
     lines = text.split("\n")
     text = "\n".join(lines[:3] + [f"found on:   {visit.label} (the catalogue sweep; {why}: "
                                   "not shrunk)"] + lines[3:])

@@ -50,6 +50,10 @@ which independent draws rarely make (harness/ties.py):
                         channels x kernel taps (N = K, 2 or more), and there
                         reads it transposed
                         -> N = K = 2
+    gemm_tie_large      the same square branch, taken only at 16 or more (a
+                        blocked GEMM's): random draws tie N and K that high in
+                        well under 1% of problems; the sweep's tie visits make it
+                        -> N = K, at 16 or more
 """
 
 from __future__ import annotations
@@ -166,10 +170,10 @@ wide_blocked.HARNESS_PATHS = {"wide blocked": ["conv2d float32 mb1ic96ih4iw4oc8k
 
 
 
-def _gemm_tie(conv, x, weight, bias, kw):
+def _gemm_tie(conv, x, weight, bias, kw, least: int = 2):
     groups = kw["groups"]
     n, k = weight.shape[0] // groups, math.prod(weight.shape[1:])
-    if n != k or n < 2:
+    if n != k or n < least:
         return conv(x, weight, bias, **kw)
     # the square branch: each group's weight matrix (N x K) read transposed, which
     # its shape allows
@@ -178,3 +182,10 @@ def _gemm_tie(conv, x, weight, bias, kw):
 
 
 gemm_tie = _module(conv2d=_wrapped("conv2d", _gemm_tie))
+
+
+def _gemm_tie_large(conv, x, weight, bias, kw):
+    return _gemm_tie(conv, x, weight, bias, kw, least=16)
+
+
+gemm_tie_large = _module(conv2d=_wrapped("conv2d", _gemm_tie_large))

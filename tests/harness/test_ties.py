@@ -20,7 +20,8 @@ from harness.problem import OPS, ConvProblem
 from harness.running.capabilities import Capabilities
 from harness.running.loader import load_implementation
 from harness.triage.explain import Condition, explain, matches
-from strategies import conv_problems
+from harness.triage import sweep
+from strategies import catalogue, conv_problems
 from strategies.cases import features, noise_case
 from tests.harness import in_process
 from tests.harness.conftest import fails
@@ -116,3 +117,61 @@ def test_the_explanation_names_a_tie_only_where_the_bug_follows_it():
                        ).table()
     assert "  out channels per group = K (in channels per group x kernel taps)  broken:pass  " \
         "held*:FAIL" in table, table
+
+
+@pytest.mark.parametrize("op", ["conv1d", "conv2d", "conv_transpose2d", "conv3d"])
+def test_the_sweep_makes_each_archetype_a_tie(op):
+    """Each archetype, made into each tie its moves can make (once per problem): the
+    sweep's tie visits, which random draws make at realistic sizes in under 1%."""
+    visits = catalogue.tie_visits(op, Capabilities())
+    assert visits
+    for visit in visits:
+        assert visit.tie in ties.BY_NAME and visit.archetype.op == op
+        assert ties.BY_NAME[visit.tie].holds(visit.problem), visit
+        assert visit.label.startswith(visit.archetype.label + " made a tie, ")
+        assert sweep.focus(visit) == (visit.archetype, None)  # searched from its archetype
+    assert len({v.problem for v in visits}) == len(visits)
+    made = {(v.archetype, v.tie) for v in visits}
+    assert any(tie == "N=K" for _, tie in made) and any(tie == "M=N" for _, tie in made)
+
+
+def test_the_tie_visits_honour_the_capabilities():
+    square = Capabilities(square=True)
+    assert all(len(set(v.problem.kernel_size)) == 1
+               for v in catalogue.tie_visits("conv2d", square))
+    no_groups = Capabilities(groups=False)
+    assert all(v.problem.groups == 1 for v in catalogue.tie_visits("conv2d", no_groups))
+
+
+def test_a_tie_is_lowered_along_itself():
+    """`ties.lowered`: one size lower, the tie made again; each holds the tie and is
+    plainer than where it started, plainest first."""
+    p = _problem(in_channels=2, out_channels=98, kernel_size=(7, 7), input_size=(2, 2),
+                 padding=(3, 3))
+    lowered = ties.lowered(p, "N=K")
+    assert lowered and all(ties.BY_NAME["N=K"].holds(q) for q in lowered)
+    assert all(q.size_rank() < p.size_rank() for q in lowered)
+    assert [q.size_rank() for q in lowered] == sorted(q.size_rank() for q in lowered)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_tie_at_realistic_sizes_is_found_by_the_sweep_and_shrunk_along_it(
+        seed, tmp_path, monkeypatch):
+    """``gemm_tie_large`` takes its square branch only at N = K >= 16, which no
+    random draw of these seeds makes: the sweep's tie visit of an archetype does
+    (a 7x7 stem with N = K = 98). Single changes break the tie and Hypothesis does
+    not search a visit, so the explanation shrinks it along the tie, one size lower
+    and the tie made again, to N = K below 20; the trigger is the tie."""
+    failures = tmp_path / "failures"
+    bugs, out = in_process.run_entries(f"{HERE / 'fast_paths.py'}:gemm_tie_large",
+                                       FORWARD_CHECKS, ("conv2d",), failures, monkeypatch,
+                                       seed=seed)
+    assert len(bugs) == 1, out[-3000:]
+    (bug,) = bugs
+    p = ConvProblem.from_params(bug["op"], bug["params"])
+    assert 16 <= p.out_channels // p.groups == p.forward_terms() < 20, p.describe()
+    assert bug["trigger"].startswith(
+        "fails when out channels per group = K (in channels per group x kernel taps);"), bug
+    assert "made a tie, out channels per group = K" in out
+    record = json.loads((failures / bug["case_file"]).read_text())
+    assert record["params"] == bug["params"]
