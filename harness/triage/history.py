@@ -232,17 +232,24 @@ def _history(target: Target, bug: Bug, calls: CallLog) -> None:
         path, label, case = rebuilt
         _drop(target.failures_dir / bug.case_file)  # its script passes: it would mislead
         bug.case_file = os.path.relpath(path, target.failures_dir)
-        plainer = case.problem != bug.problem
-        bug.params, bug.layouts = case.problem.params(), dict(case.layouts)
         bug.alone = True
-        head += (f"\nrebuilt: first call right, wrong after {label}"
-                 + (f", on the plainest problem ({case.problem.describe()}; the run's "
-                    "failing call, below, was on a larger one)" if plainer else "")
-                 + "; the case file and script below make those calls, and the script "
+        head += (f"\nrebuilt: first call right, wrong after {label}{_take_case(bug, case)}"
+                 "; the case file and script below make those calls, and the script "
                  f"fails (exit 1):\ncase file: {path}\nscript:    python {script_path(path)}")
         bug.trigger = f"depends on earlier calls: wrong after {label}; {bug.trigger}"
     bug.report = head + "\n" + bug.report
     bug.failure = HISTORY
+
+
+def _take_case(bug: Bug, case: ConvCase) -> str:
+    """Make the rebuilt sequence's ``case`` the bug's; where that is the plainest
+    problem, not the run's, the report's words for it (and the bug is minimal)."""
+    if case.problem == bug.problem:
+        return ""
+    bug.params, bug.layouts = case.problem.params(), dict(case.layouts)
+    bug.not_minimal = ""
+    return (f", on the plainest problem ({case.problem.describe()}; the run's failing "
+            "call was on a larger one)")
 
 
 def _drop(case_file: Path) -> None:
@@ -373,12 +380,6 @@ def history_dependent(last, save_failure, saved_lines, calls: CallLog) -> Bug:
             bug.alone, bug.alone_reason = True, ""
             path, label, rebuilt_case = rebuilt
             bug.case_file = os.path.relpath(path, target.failures_dir)
-            if rebuilt_case.problem != case.problem:  # the plainest problem shows it
-                bug.params, bug.layouts = (rebuilt_case.problem.params(),
-                                           dict(rebuilt_case.layouts))
-                bug.not_minimal = ""
-            bug.report += (f"\nrebuilt: wrong after {label}"
-                           + (f", on the plainest problem ({rebuilt_case.problem.describe()})"
-                              if rebuilt_case.problem != case.problem else "")
-                           + f": case file {path}, script python {script_path(path)} (exit 1)")
+            bug.report += (f"\nrebuilt: wrong after {label}{_take_case(bug, rebuilt_case)}: "
+                           f"case file {path}, script python {script_path(path)} (exit 1)")
     return bug
