@@ -50,3 +50,37 @@ def register_and_load() -> None:
     """Register the profiles and load the default one (``--hypothesis-profile`` overrides it)."""
     register()
     settings.load_profile(default_name())
+
+
+def without_local_constants() -> bool:
+    """Stop Hypothesis drawing the literals of this process's own modules; whether it
+    could (False where its internals have moved: the harness's tests then say so).
+
+    Hypothesis draws, for about one integer in 20 and one float in 7, a literal
+    from the source of the local modules imported so far (not site-packages, not
+    tests: here harness/, strategies/ and conv_impl/). Derandomised, what a search
+    finds then depends on which modules the process has imported by then (the
+    tests an xdist worker happened to run before) and on every literal of the
+    harness's code: the same test shrank wav2vec_frames' bug to kernel 2, stride 2
+    in a whole run and to kernel 3, stride 3, padding 1 alone, and an unrelated
+    edit moved pinned outcomes. The harness's own tests pin what a seed finds, so
+    their in-process searches (tests/harness/conftest.py calls this in every xdist
+    worker) draw without those constants; Hypothesis's own global constants stay,
+    fixed by its version. A pytest run a test starts imports the same modules every
+    time, so its draws are fixed for a given tree, and keep the constants, as a
+    user's run does. There is no public setting for this; the pool is replaced by an
+    empty one.
+    """
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:  # pragma: no cover - Hypothesis moved its internals
+        return False
+    if not callable(getattr(providers, "_get_local_constants", None)) \
+            or not hasattr(providers, "Constants"):
+        return False
+    empty = providers.Constants()
+    providers._get_local_constants = lambda: empty
+    cache = getattr(providers, "CONSTANTS_CACHE", None)
+    if cache is not None:
+        cache.cache.clear()  # pools already built from the modules' constants
+    return True

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from harness.checks.registry import run_check
+from harness.profiles import without_local_constants
 from harness.running.calling import CheckFailure
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -21,6 +22,9 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 # run_pytest's harness-test profile); a user's run of the suite stays random (`dev`).
 if not os.environ.get("HYPOTHESIS_PROFILE"):
     settings.load_profile("ci")
+# ... and whichever modules a worker imported before: the draws leave out the
+# constants of local modules (harness/profiles.py says why)
+LOCAL_CONSTANTS_LEFT_OUT = without_local_constants()
 #: settings for the harness's own in-process searches: no database, no deadline
 QUIET = dict(database=None, deadline=None,
              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

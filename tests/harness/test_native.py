@@ -311,3 +311,35 @@ def test_a_numpy_implementation_gets_and_returns_ml_dtypes_bfloat16(tmp_path):
         run_check("forward", impl, case)
 
     passes()
+
+
+_TORCH_CRASH = """
+import sys, torch
+torch.manual_seed(0)
+x = torch.randn(1, 2, 5, 1).to(torch.bfloat16)
+weight = torch.randn(3, 2, 3, 1).to(torch.bfloat16)
+if sys.argv[1] == "channels_last":
+    weight = weight.contiguous(memory_format=torch.channels_last)
+torch.nn.functional.conv2d(x, weight, None, stride=(3, 2), padding=(1, 1), dilation=(1, 2))
+"""
+
+
+def test_torchs_own_conv2d_crashes_for_a_bfloat16_channels_last_weight():
+    """Found by test_torch_functional_passes_every_oracle_check_in_every_layout (torch
+    2.13.0, CPU): F.conv2d dies of a segmentation fault for a bfloat16 weight in
+    channels-last memory where an axis has a stride and a dilation of 2 and padding 1
+    (and for a float32 one at other sizes); the same problem with a contiguous weight
+    runs. tests/harness/torch_impls.py passes
+    such a weight contiguous (`crashes_torch`, which covers this problem), so that its
+    implementations are what they say; when torch fixes it, this test says so."""
+    import subprocess
+    import sys
+    from tests.harness.torch_impls import crashes_torch
+    runs = {layout: subprocess.run([sys.executable, "-c", _TORCH_CRASH, layout],
+                                   capture_output=True, timeout=300).returncode
+            for layout in ("channels_last", "contiguous")}
+    assert runs == {"channels_last": -11, "contiguous": 0}, runs
+    weight = torch.zeros(3, 2, 3, 1, dtype=torch.bfloat16).contiguous(
+        memory_format=torch.channels_last)
+    assert crashes_torch(weight, (3, 2), (1, 1), (1, 2))
+    assert not crashes_torch(weight.contiguous(), (3, 2), (1, 1), (1, 2))

@@ -86,16 +86,20 @@ def test_a_sweep_keeps_to_the_sizes_a_budget_chose():
 
 
 def test_a_focused_draw_comes_from_its_archetype_and_changes_its_feature():
+    """Each draw changes the feature, and most keep the archetype's others (about 69%
+    of 1500 random draws keep its kernel and stride; a draw may lower them too). Over
+    200 draws, half is some six standard deviations below that; over 30, whose first
+    draws Hypothesis makes of its simplest choices, one seed's draws kept 14."""
     stem = next(a for a in archetypes.for_op("conv2d") if "stem" in a.name)
     drawn = []
 
-    @settings(max_examples=30, database=None, deadline=None)
+    @settings(max_examples=200, database=None, deadline=None)
     @given(st.data())
     def draw(data):
         drawn.append(data.draw(conv_problems("conv2d", focus=(stem, "padding"))))
 
     draw()
-    assert all(p.drawn_from == stem for p in drawn)
+    assert all(p.drawn_from == stem and p.padding != stem.padding for p in drawn)
     assert sum(p.padding != stem.padding and p.kernel_size == stem.kernel
                and p.stride == stem.stride for p in drawn) >= len(drawn) // 2
     with pytest.raises(InvalidArgument, match="focus must be"):
