@@ -64,6 +64,11 @@ class Tie:
     def holds(self, p: ConvProblem) -> bool:
         return self.left(p) == self.right(p) >= 2
 
+    def value(self, p: ConvProblem) -> int:
+        """The size both sides share where the tie holds, else 0: what a trigger's
+        tie condition reads (``= K >= 16``: a branch taken on the tie from 16 on)."""
+        return self.left(p) if self.holds(p) else 0
+
 
 _M = frozenset({"batch", "outputs", "positions", "stride", "remainder", "padding", "kernel",
                 "dilation", "extent"})
@@ -177,18 +182,74 @@ def retied(p: ConvProblem, name: str) -> list[ConvProblem]:
     return out
 
 
-def _kernel_axis(p: ConvProblem, axis: int, size: int) -> ConvProblem | None:
-    """``p`` with a kernel of ``size`` on ``axis``, the input kept (None where invalid)."""
-    kernel = p.kernel_size[:axis] + (size,) + p.kernel_size[axis + 1:]
+def _kernel(p: ConvProblem, kernel: tuple[int, ...]) -> ConvProblem | None:
+    """``p`` with ``kernel``, the input kept (None where invalid)."""
     try:
         return dataclasses.replace(p, kernel_size=kernel)
     except ValueError:
         return None
 
 
+def _kernel_axis(p: ConvProblem, axis: int, size: int) -> ConvProblem | None:
+    """``p`` with a kernel of ``size`` on ``axis``, the input kept (None where invalid)."""
+    return _kernel(p, p.kernel_size[:axis] + (size,) + p.kernel_size[axis + 1:])
+
+
 def _down(value: int) -> set[int]:
     """Smaller values of a size to try: 1, half, one less."""
     return {v for v in (1, value // 2, value - 1) if 1 <= v < value}
+
+
+def _with_k(p: ConvProblem, value: int) -> list[ConvProblem | None]:
+    """``p`` with K = ``value``: through its in channels, its last kernel axis, or the
+    in channels alone with a kernel of one tap."""
+    taps, rest = math.prod(p.kernel_size), p.in_channels // p.groups * math.prod(
+        p.kernel_size[:-1])
+    one_tap = _kernel(p, (1,) * len(p.kernel_size))
+    return [_channels(p, per_in=value // taps) if value % taps == 0 else None,
+            _kernel_axis(p, len(p.kernel_size) - 1, value // rest) if value % rest == 0
+            else None,
+            None if one_tap is None else _channels(one_tap, per_in=value)]
+
+
+def _with_m(p: ConvProblem, value: int) -> list[ConvProblem | None]:
+    """``p`` with batch x positions = ``value``: through its batch, or its last axis
+    (with its batch, or one image)."""
+    per_image, others = positions(p), positions(p) // p_last(p)
+    return [dataclasses.replace(p, batch=value // per_image) if value % per_image == 0
+            else None,
+            _last_axis_outputs(p, value // (p.batch * others))
+            if value % (p.batch * others) == 0 else None,
+            _last_axis_outputs(dataclasses.replace(p, batch=1), value // others)
+            if value % others == 0 else None]
+
+
+def _with_p(p: ConvProblem, value: int) -> list[ConvProblem | None]:
+    rest = positions(p) // p_last(p)
+    return [_last_axis_outputs(p, value // rest) if value % rest == 0 else None]
+
+
+#: each side of a tie set to a value, every way `at` tries
+SIDES: dict[str, Callable[[ConvProblem, int], list[ConvProblem | None]]] = {
+    "M": _with_m, "N": lambda p, value: [_channels(p, per_out=value)], "K": _with_k,
+    "P": _with_p}
+
+
+def at(p: ConvProblem, name: str, value: int) -> list[ConvProblem]:
+    """``p`` with tie ``name`` made at ``value``: one side set to it (each way `SIDES`
+    knows), then the other set to it too or made to match (`made`). What an
+    explanation tries to find the least value a bug on a tie needs (a square GEMM
+    branch taken from 16 on); empty where no such way reaches the value."""
+    tie, out = BY_NAME[name], []
+    first, second = name.split("=")
+    for one, other in ((first, second), (second, first)):
+        for q in SIDES[one](p, value):
+            if q is None:
+                continue
+            for r in [*SIDES[other](q, value), *made(q, name)]:
+                if r is not None and tie.value(r) == value and r not in out:
+                    out.append(r)
+    return out
 
 
 def lowered(p: ConvProblem, name: str) -> list[ConvProblem]:

@@ -84,8 +84,8 @@ class Condition:
 
     def text(self) -> str:
         label = ft.LABELS.get(self.feature, self.feature)
-        if self.feature in ties.BY_NAME:  # a tie holds or not: its text says which sizes
-            return label if self.value == (True,) else f"not {label}"
+        if self.feature in ties.BY_NAME:  # its text says which sizes; 2 is any tie
+            return label if self.value <= TIE_FLOOR else f"{label} >= {self.value}"
         if self.op == "in":
             shown = [_show(v) for v in self.value]
             if self.feature == "bias" and len(shown) == 1:
@@ -104,6 +104,8 @@ class Condition:
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> "Condition":
+        if raw["feature"] in ties.BY_NAME and raw["op"] == "in":
+            raw = {**raw, "op": ">=", "value": TIE_FLOOR}  # stored as "the tie holds"
         value = tuple(raw["value"]) if raw["op"] == "in" else raw["value"]
         return cls(raw["feature"], raw["op"], value, raw.get("axis"),
                    bool(raw.get("every_axis", False)), raw.get("axes"))
@@ -217,7 +219,7 @@ class Explanation:
             for v in sorted(set(row.fails) | set(row.passes) | set(other), key=_sort_key):
                 mark = "FAIL" if v in row.fails else "pass" if v in row.passes else other[v]
                 mark += counts.get(v, "")
-                shown = ("held" if v else "broken") if row.feature in ties.BY_NAME else _show(v)
+                shown = "broken" if row.feature in ties.BY_NAME and not v else _show(v)
                 cells.append(f"{shown}{'*' if v == row.minimal else ''}:{mark}")
             lines.append("  " + _row_label(row).ljust(width) + "  ".join(cells))
         return "\n".join(lines)
@@ -383,13 +385,18 @@ def explain(case: ConvCase, probe: Probe, caps: Capabilities) -> Explanation:
         minimal = current[feature][axis] if on_axis else current[feature]
         where = _sharing(current, feature, axis, axes, caps) if on_axis else axes
         outcome: dict[Any, bool | str] = {}
-        for value in ft.candidates(feature, minimal, caps, p, axis if on_axis else None):
+
+        def tried(value: Any) -> bool | str | None:
             changed = ft.with_feature(p, layouts, feature, value, where)
-            if changed is None:
-                continue
-            verdict = trials.outcome(*changed, (feature, value))
+            verdict = None if changed is None else trials.outcome(*changed, (feature, value))
             if verdict is not None:
                 outcome[value] = verdict
+            return verdict
+
+        for value in ft.candidates(feature, minimal, caps, p, axis if on_axis else None):
+            tried(value)
+        if feature in ft.BISECTED:
+            _down_to_boundary(outcome, minimal, tried)
         if len(outcome) > 1 or (outcome and minimal not in outcome):
             rows.append(_row(feature, axis if on_axis and not caps.square else None, minimal,
                              outcome, trials.counts_of(feature, outcome)))
@@ -554,7 +561,8 @@ def _ties(p: ConvProblem, layouts: dict[str, str], trials: _Trials,
     (`ties.retied`: one size a step larger, another to match), and broken by a
     step of one side alone (`ties.broken`). When each of the first fails and each
     of the second passes, the bug needs the two sizes equal, not those values:
-    the sizes' conditions give way to the tie (``out channels per group = K``).
+    the sizes' conditions give way to the tie (``out channels per group = K``),
+    from the least value where it fails (`_tie_threshold`: ``... = K >= 16``).
     A bug of something else the problem has (a padding) fails where the tie is
     broken too."""
     rows: list[Row] = []
@@ -562,30 +570,35 @@ def _ties(p: ConvProblem, layouts: dict[str, str], trials: _Trials,
         parts = [c for c in trigger if c.feature in tie.components]
         if not tie.holds(p) or not parts:
             continue
-        kept = [trials.outcome(q, layouts, ("tie", tie.name, i))
-                for i, q in enumerate(ties.retied(p, tie.name))]
+        retied = ties.retied(p, tie.name)
+        kept = [trials.outcome(q, layouts, ("tie", tie.name, i)) for i, q in enumerate(retied)]
         if not kept or not all(v is True for v in kept):
             continue
         off = [trials.outcome(q, layouts, ("untied", tie.name, i))
                for i, q in enumerate(ties.broken(p, tie.name))]
         if not off or not all(v is False for v in off):
             continue
-        rows.append(Row(tie.name, None, True, (True,), (False,)))
+        lowered = _lower_tie(p, layouts, trials, tie.name)
+        least, below = _tie_threshold(lowered, layouts, trials, tie.name)
+        outcome = {0: False, tie.value(p): True, tie.value(lowered): True,
+                   **{tie.value(q): True for q in retied}, **below}
+        rows.append(_row(tie.name, None, tie.value(p), outcome))
         trigger = [c for c in trigger if c.feature not in tie.components]
-        trigger.append(Condition(tie.name, "in", (True,), None))
-        _lower_tie(p, layouts, trials, tie.name)
+        trigger.append(Condition(tie.name, ">=", least, None))
         break  # one tie names the sizes; another holding too is the same sizes again
     return rows, trigger
 
 
-def _lower_tie(p: ConvProblem, layouts: dict[str, str], trials: _Trials, name: str) -> None:
+def _lower_tie(p: ConvProblem, layouts: dict[str, str], trials: _Trials,
+               name: str) -> ConvProblem:
     """Shrink a bug that follows tie ``name`` along the tie: from ``p``, the plainest
     problem with one size lower and the tie made again that fails, and so on, until
     none does (a square GEMM branch taken at 16 or more, found on a 7x7 stem's
     N = K = 98, ends at 18, one in channel and a 3x6 kernel). Where that reaches a
     plainer problem, the trials keep it as the explanation's smaller case, which the
     triage describes instead. It starts from the smallest failing problem met so far
-    where that holds the tie: a smaller case must be plainer than that one too."""
+    where that holds the tie: a smaller case must be plainer than that one too.
+    Returns the last problem reached."""
     smaller = trials.smaller.problem if trials.smaller is not None else None
     current = smaller if smaller is not None and ties.BY_NAME[name].holds(smaller) else p
     for step in range(MAX_TIE_STEPS):
@@ -595,7 +608,77 @@ def _lower_tie(p: ConvProblem, layouts: dict[str, str], trials: _Trials, name: s
                 current = q
                 break
         else:
+            break
+    return current
+
+
+#: the least value of a tie (both sides 1 is no tie)
+TIE_FLOOR = 2
+
+
+def _tie_threshold(p: ConvProblem, layouts: dict[str, str], trials: _Trials,
+                   name: str) -> tuple[int, dict[int, bool | str]]:
+    """The least value of tie ``name`` from which the bug shows, and the verdict of each
+    value tried below ``p``'s: the tie made there (`ties.at`, every way it can be;
+    a value fails where each of them fails, and passes where one passes). First the
+    values `_smaller` gives, then a bisection between the highest that passed and
+    the least that failed above it: a blocked GEMM's square branch, taken from 16
+    on, is met at N = K = 18 and reads ``= K >= 16``, where "any tie" would exclude
+    every tie from further searches. `TIE_FLOOR` where nothing below passed."""
+    outcome: dict[int, bool | str] = {}
+
+    def tried(value: int) -> bool | str | None:
+        verdicts = [trials.outcome(q, layouts, ("tied at", name, value, i))
+                    for i, q in enumerate(ties.at(p, name, value))]
+        verdicts = [v for v in verdicts if v is not None]
+        if verdicts:
+            outcome[value] = True if all(v is True for v in verdicts) else (
+                False if any(v is False for v in verdicts) else verdicts[0])
+        return outcome.get(value)
+
+    least, passing = ties.BY_NAME[name].value(p), None
+    for value in sorted(_smaller(least), reverse=True):
+        verdict = tried(value)
+        if verdict is True:
+            least = value
+        elif verdict is not None:
+            passing = value if verdict is False else None
+            break
+    if passing is None:
+        return TIE_FLOOR, outcome
+    return _bisect(passing, least, tried), outcome
+
+
+def _bisect(passing: int, failing: int, tried: Callable[[int], bool | str | None]) -> int:
+    """The least failing value between ``passing`` and ``failing`` (a bug from a size on),
+    by bisection; where a value cannot be tried or is masked, the least found so far."""
+    while failing - passing > 1:
+        middle = (failing + passing) // 2
+        verdict = tried(middle)
+        if verdict is True:
+            failing = middle
+        elif verdict is False:
+            passing = middle
+        else:
+            break
+    return failing
+
+
+def _down_to_boundary(outcome: dict[Any, bool | str], minimal: int,
+                      tried: Callable[[int], bool | str | None]) -> None:
+    """Where a numeric feature fails from its minimal value down to some value and passes
+    below it with a gap between (98 out channels and 97 fail, 3 passes), the values
+    between, by bisection (`_bisect`): the trigger then starts at the bug's boundary
+    (``>= 33``), and the explanation's smaller case is the one there. A search that met
+    the bug only far from its boundary (a visit of the catalogue sweep, which
+    Hypothesis does not shrink) ends at it all the same."""
+    failing = minimal
+    for value in sorted((v for v in outcome if v < minimal), reverse=True):
+        if outcome[value] is not True:
+            if outcome[value] is False:
+                _bisect(value, failing, tried)
             return
+        failing = value
 
 
 #: steps down a tie at most (each lowers one size to 1, half or one less)

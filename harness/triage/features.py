@@ -30,6 +30,9 @@ GLOBAL_FEATURES: tuple[str, ...] = ("groups", "in_channels", "out_channels", "ba
 FEATURES: tuple[str, ...] = AXIS_FEATURES + GLOBAL_FEATURES
 NUMERIC: frozenset[str] = frozenset(AXIS_FEATURES) | {"groups", "in_channels", "out_channels",
                                                       "batch"}
+#: the numeric features whose boundary an explanation bisects (the others' candidates
+#: are every value there is, or it is at most one step away)
+BISECTED: frozenset[str] = NUMERIC - {"remainder", "output_padding"}
 #: features derived from others, by the features they follow from: the extent of an
 #: axis (its input size with padding, the span every tiled or transformed path reads;
 #: per axis, the others are of the whole problem), the reduction length K of the
@@ -88,7 +91,7 @@ def values(p: ConvProblem, layouts: dict[str, str]) -> dict[str, Any]:
     out["extent"] = tuple(n + 2 * pad for n, pad in zip(p.input_size, p.padding))
     out["K"] = out["in_channels"] * _product(p.kernel_size)
     out["positions"] = _product(out["outputs"])
-    out.update({tie.name: tie.holds(p) for tie in ties.TIES})
+    out.update({tie.name: tie.value(p) for tie in ties.TIES})  # 0: the tie does not hold
     return out
 
 

@@ -95,11 +95,12 @@ def unshrunk(target: Target, check: str, visit: catalogue.Visit, failure: CheckF
     case = visit.case()
     text = suite.failure_text(target.impl, case, failure, check)
     path = suite.save_failure(target, failure, check, text, case)
-    why = ("a declared path's problem is not searched" if visit.archetype is None
-           else "a search focused on its archetype did not meet the failure; its "
-           "explanation shrinks it along the tie where it can" if visit.tie is not None
-           else "a search focused on it did not meet the failure")
+    why = ("a declared path's problem is not searched: not shrunk" if visit.archetype is None
+           else "a search focused on its archetype did not meet the failure, so Hypothesis "
+           "did not shrink it; its explanation shrinks it along the tie where it can"
+           if visit.tie is not None
+           else "a search focused on it did not meet the failure: not shrunk")
     lines = text.split("\n")
-    text = "\n".join(lines[:3] + [f"found on:   {visit.label} (the catalogue sweep; {why}: "
-                                  "not shrunk)"] + lines[3:])
+    text = "\n".join(lines[:3] + [f"found on:   {visit.label} (the catalogue sweep; {why})"]
+                     + lines[3:])
     return Found(target, check, failure, case, text, path, calls, found_on=visit.label)

@@ -116,6 +116,26 @@ def test_a_condition_on_a_product_is_stated_as_k(minimal):
     assert explanation.one_line().startswith("fails when with bias and K (in channels")
 
 
+@pytest.mark.parametrize("feature, far, boundary", [("out_channels", 98, 33),
+                                                     ("batch", 40, 9)])
+def test_a_size_met_far_from_its_boundary_is_bisected_to_it(feature, far, boundary):
+    """A bug from a size on, met far above it (a sweep's tie visit made 98 out
+    channels, and Hypothesis does not shrink a visit): its single changes pass at 3
+    and fail at 97, and the values between are bisected, so that the trigger starts
+    at the boundary and the smaller case is there."""
+    case = constant_case(problem(**{feature: far}))
+
+    def probe(c: ConvCase) -> bool:
+        return getattr(c.problem, feature) >= boundary
+
+    explanation = explain(case, probe, Capabilities())
+    label = {"out_channels": "out channels per group", "batch": "batch"}[feature]
+    assert [c.text() for c in explanation.trigger] == [f"{label} >= {boundary}"]
+    assert getattr(explanation.smaller.problem, feature) == boundary
+    row = next(r for r in explanation.rows if r.feature == feature)
+    assert boundary - 1 in row.passes and boundary in row.fails
+
+
 def test_a_product_condition_tries_the_smaller_values_each_component_can_carry():
     """Issue 34: under square-only capabilities the smallest kernel above one tap has
     four, so a minimal problem with a 2x2 kernel read "K >= 4". Two channels and one

@@ -52,11 +52,30 @@ def test_each_tie_made_holds_on_a_valid_problem(op, data):
 
 
 def test_a_tie_condition_reads_and_matches():
-    condition = Condition("M=K", "in", (True,), None)
+    condition = Condition("M=K", ">=", 2, None)
     assert condition.text() == "batch x output positions = K (in channels per group x kernel taps)"
     assert matches([condition], _problem(in_channels=2, input_size=(1, 2)), {})
     assert not matches([condition], _problem(in_channels=3, input_size=(1, 2)), {})
     assert not matches([condition], _problem(), {})  # 1 = 1 is no tie
+    # a condition stored before ties had values reads as any tie
+    assert Condition.from_json(dict(condition.to_json(), op="in", value=[True])) == condition
+    # from a least value on: the tie below it is outside
+    least = Condition("M=K", ">=", 3, None)
+    assert least.text() == "batch x output positions = K (in channels per group x kernel taps)" \
+        " >= 3"
+    assert matches([least], _problem(in_channels=3, input_size=(1, 3)), {})
+    assert not matches([least], _problem(in_channels=2, input_size=(1, 2)), {})
+
+
+@pytest.mark.parametrize("name", [t.name for t in ties.TIES])
+@pytest.mark.parametrize("value", [2, 3, 4, 6, 16])
+def test_a_tie_is_made_at_a_given_value(name, value):
+    """`ties.at`: the tie made at exactly that value, every way it can be from the
+    problem, by one side set to it and the other made to match."""
+    p = _problem(batch=2, out_channels=5, input_size=(1, 6), kernel_size=(1, 3))
+    made = ties.at(p, name, value)
+    assert made and all(ties.BY_NAME[name].value(q) == value for q in made), name
+    assert len(set(made)) == len(made)
 
 
 def test_the_summary_counts_the_ties_a_problem_holds():
@@ -116,7 +135,23 @@ def test_the_explanation_names_a_tie_only_where_the_bug_follows_it():
     table = _explained(on_tie, lambda p: p.out_channels // p.groups == p.forward_terms() >= 2
                        ).table()
     assert "  out channels per group = K (in channels per group x kernel taps)  broken:pass  " \
-        "held*:FAIL" in table, table
+        "2*:FAIL  3:FAIL" in table, table
+
+
+@pytest.mark.parametrize("least, start", [(16, dict(out_channels=18, kernel_size=(3, 6),
+                                                     input_size=(3, 6))),
+                                          (5, dict(in_channels=7, out_channels=7))])
+def test_a_tie_taken_from_a_least_value_on_names_that_value(least, start):
+    """A branch taken on a tie from a size on (a blocked GEMM's square branch, from 16):
+    the tie made at smaller values passes below it, so the trigger names the least
+    value that fails, found by bisection; a further search then still meets ties
+    below it."""
+    def fails_when(p: ConvProblem) -> bool:
+        return p.out_channels // p.groups == p.forward_terms() >= least
+    explained = _explained(_problem(**start), fails_when)
+    assert " and ".join(c.text() for c in explained.trigger) == \
+        f"out channels per group = K (in channels per group x kernel taps) >= {least}"
+    assert f" {least - 1}:pass  {least}:FAIL" in explained.table(), explained.table()
 
 
 @pytest.mark.parametrize("op", ["conv1d", "conv2d", "conv_transpose2d", "conv3d"])
@@ -171,7 +206,8 @@ def test_a_tie_at_realistic_sizes_is_found_by_the_sweep_and_shrunk_along_it(
     p = ConvProblem.from_params(bug["op"], bug["params"])
     assert 16 <= p.out_channels // p.groups == p.forward_terms() < 20, p.describe()
     assert bug["trigger"].startswith(
-        "fails when out channels per group = K (in channels per group x kernel taps);"), bug
+        "fails when out channels per group = K (in channels per group x kernel taps) >= 16;"
+    ), bug
     assert "made a tie, out channels per group = K" in out
     record = json.loads((failures / bug["case_file"]).read_text())
     assert record["params"] == bug["params"]
