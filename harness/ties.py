@@ -269,3 +269,74 @@ def lowered(p: ConvProblem, name: str) -> list[ConvProblem]:
             if r not in out and r != p:
                 out.append(r)
     return sorted(out, key=ConvProblem.size_rank)
+
+
+# -- crossings ---------------------------------------------------------------------------
+
+def dilated_kernel(p: ConvProblem) -> tuple[int, ...]:
+    """The span the kernel covers on each axis, dilation included."""
+    return tuple(d * (k - 1) + 1 for k, d in zip(p.kernel_size, p.dilation))
+
+
+@dataclass(frozen=True)
+class Crossing:
+    """Two per-axis sizes of different arrays, one larger on some axis and smaller on
+    another: where code that picks the larger operand by comparing them on every axis
+    (a correlation routine choosing which array slides over the other) finds neither.
+    Random draws cross the kernel and the input in about a fifth of conv2d problems;
+    what they lack is the name, which the explanation gives where the bug follows it."""
+
+    name: str
+    text: str
+    left: Callable[[ConvProblem], tuple[int, ...]]
+    right: Callable[[ConvProblem], tuple[int, ...]]
+    components: frozenset[str]
+
+    def holds(self, p: ConvProblem) -> bool:
+        pairs = list(zip(self.left(p), self.right(p)))
+        return any(a > b for a, b in pairs) and any(a < b for a, b in pairs)
+
+
+CROSSINGS: tuple[Crossing, ...] = (
+    Crossing("W~X", "the kernel (dilated) larger than the input on one axis and smaller on "
+             "another", dilated_kernel, lambda p: p.input_size,
+             frozenset({"kernel", "dilation", "padding", "outputs", "stride", "remainder",
+                        "extent", "positions"})),
+)
+CROSSING_BY_NAME: dict[str, Crossing] = {c.name: c for c in CROSSINGS}
+
+
+def _kernel_span(p: ConvProblem, axis: int, span: int) -> ConvProblem | None:
+    """``p`` with the least kernel on ``axis`` whose dilated span is at least ``span``,
+    the input kept (None where the padded input cannot hold it)."""
+    d = p.dilation[axis]
+    return _kernel_axis(p, axis, max(1, -(-(span - 1) // d) + 1))
+
+
+def crossed_again(p: ConvProblem, name: str) -> list[ConvProblem]:
+    """``p`` crossed at other sizes: the input a position longer on each axis where it
+    is the longer (a kernel a tap longer would change which of its taps meet the
+    data, and with it what a bug shows)."""
+    crossing, out = CROSSING_BY_NAME[name], []
+    for axis, (a, b) in enumerate(zip(crossing.left(p), crossing.right(p))):
+        if a < b:
+            sizes = p.input_size[:axis] + (p.input_size[axis] + 1,) + p.input_size[axis + 1:]
+            q = dataclasses.replace(p, input_size=sizes)
+            if crossing.holds(q) and q not in out:
+                out.append(q)
+    return out
+
+
+def uncrossed(p: ConvProblem, name: str) -> list[ConvProblem]:
+    """``p`` with the kernel the smaller on every axis (one tap where it was the larger),
+    and with it the larger on every axis (as long as the input where it was shorter):
+    the crossing undone each way, the kernel kept above one tap somewhere."""
+    crossing = CROSSING_BY_NAME[name]
+    pairs = list(zip(crossing.left(p), crossing.right(p)))
+    fits, covers = p, p
+    for axis, (a, b) in enumerate(pairs):
+        if fits is not None and a > b:
+            fits = _kernel_axis(fits, axis, 1)
+        if covers is not None and a < b:
+            covers = _kernel_span(covers, axis, b)
+    return [q for q in (fits, covers) if q is not None and not crossing.holds(q)]

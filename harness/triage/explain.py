@@ -86,6 +86,8 @@ class Condition:
         label = ft.LABELS.get(self.feature, self.feature)
         if self.feature in ties.BY_NAME:  # its text says which sizes; 2 is any tie
             return label if self.value <= TIE_FLOOR else f"{label} >= {self.value}"
+        if self.feature in ties.CROSSING_BY_NAME:  # holds or not: its text says which
+            return label
         if self.op == "in":
             shown = [_show(v) for v in self.value]
             if self.feature == "bias" and len(shown) == 1:
@@ -219,7 +221,8 @@ class Explanation:
             for v in sorted(set(row.fails) | set(row.passes) | set(other), key=_sort_key):
                 mark = "FAIL" if v in row.fails else "pass" if v in row.passes else other[v]
                 mark += counts.get(v, "")
-                shown = "broken" if row.feature in ties.BY_NAME and not v else _show(v)
+                shown = (("held" if v else "broken") if row.feature in ties.CROSSING_BY_NAME
+                         else "broken" if row.feature in ties.BY_NAME and not v else _show(v))
                 cells.append(f"{shown}{'*' if v == row.minimal else ''}:{mark}")
             lines.append("  " + _row_label(row).ljust(width) + "  ".join(cells))
         return "\n".join(lines)
@@ -412,7 +415,8 @@ def explain(case: ConvCase, probe: Probe, caps: Capabilities) -> Explanation:
                                for row in rows) if c is not None]
     derived_rows, trigger = _derived(p, layouts, axis, axes, trials, trigger, caps)
     tie_rows, trigger = _ties(p, layouts, trials, trigger)
-    derived_rows += tie_rows
+    crossing_rows, trigger = _crossings(p, layouts, trials, trigger)
+    derived_rows += tie_rows + crossing_rows
     if not _on_any_axis(p, layouts, axis, trials, trigger):
         trigger = [dataclasses.replace(c, axes=len(p.input_size)) if c.axis is not None else c
                    for c in trigger]
@@ -586,6 +590,40 @@ def _ties(p: ConvProblem, layouts: dict[str, str], trials: _Trials,
         trigger = [c for c in trigger if c.feature not in tie.components]
         trigger.append(Condition(tie.name, ">=", least, None))
         break  # one tie names the sizes; another holding too is the same sizes again
+    return rows, trigger
+
+
+def _crossings(p: ConvProblem, layouts: dict[str, str], trials: _Trials,
+               trigger: list[Condition]) -> tuple[list[Row], list[Condition]]:
+    """Rows of crossings (harness/ties.py), and the trigger with one where the bug follows it.
+
+    Where the minimal problem crosses two per-axis sizes (a kernel longer than the
+    input on h, shorter on w) and the trigger has a condition on them: crossed at
+    another size (`ties.crossed_again`), and with the axes swapped, it must fail, and
+    undone both ways (`ties.uncrossed`: the kernel the smaller on every axis, and
+    the larger on every axis) it must pass. Then the bug needs the crossing, not
+    those sizes: code that picks the larger operand by comparing every axis finds
+    neither. A bug of a two-tap kernel alone fails where the kernel covers the
+    input on every axis too, and keeps its own conditions."""
+    rows: list[Row] = []
+    n = len(p.input_size)
+    for crossing in ties.CROSSINGS:
+        if not crossing.holds(p) or not any(c.feature in crossing.components for c in trigger):
+            continue
+        again = ties.crossed_again(p, crossing.name) + [
+            ft.swap_axes(p, a, b) for a in range(n) for b in range(a + 1, n)]
+        kept = [trials.outcome(q, layouts, ("crossed", crossing.name, i))
+                for i, q in enumerate(again)]
+        if not kept or not all(v is True for v in kept):
+            continue
+        undone = ties.uncrossed(p, crossing.name)
+        off = [trials.outcome(q, layouts, ("uncrossed", crossing.name, i))
+               for i, q in enumerate(undone)]
+        if len(off) < 2 or not all(v is False for v in off):
+            continue
+        rows.append(Row(crossing.name, None, True, (True,), (False,)))
+        trigger = [c for c in trigger if c.feature not in crossing.components]
+        trigger.append(Condition(crossing.name, "in", (True,), None))
     return rows, trigger
 
 

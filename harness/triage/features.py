@@ -52,7 +52,8 @@ LABELS = {"in_channels": "in channels per group", "out_channels": "out channels 
           "remainder": "stride remainder", "output_padding": "output_padding",
           "K": "K (in channels per group x kernel taps)", "positions": "output positions",
           "extent": "input size with padding",
-          **{tie.name: tie.text for tie in ties.TIES}}
+          **{tie.name: tie.text for tie in ties.TIES},
+          **{c.name: c.text for c in ties.CROSSINGS}}
 
 
 def trivial(feature: str, caps: Capabilities) -> Any:
@@ -92,6 +93,7 @@ def values(p: ConvProblem, layouts: dict[str, str]) -> dict[str, Any]:
     out["K"] = out["in_channels"] * _product(p.kernel_size)
     out["positions"] = _product(out["outputs"])
     out.update({tie.name: tie.value(p) for tie in ties.TIES})  # 0: the tie does not hold
+    out.update({c.name: c.holds(p) for c in ties.CROSSINGS})
     return out
 
 

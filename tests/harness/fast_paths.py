@@ -54,6 +54,12 @@ which independent draws rarely make (harness/ties.py):
                         blocked GEMM's): random draws tie N and K that high in
                         well under 1% of problems; the sweep's tie visits make it
                         -> N = K, at 16 or more
+    crossing_swap       a conv2d that slides the smaller operand over the larger,
+                        comparing their sizes on every axis; where the kernel is
+                        the longer on one axis and the shorter on another it takes
+                        the branch for a kernel larger than the input, which
+                        flips it
+                        -> the kernel longer than the input on one axis only
 """
 
 from __future__ import annotations
@@ -189,3 +195,17 @@ def _gemm_tie_large(conv, x, weight, bias, kw):
 
 
 gemm_tie_large = _module(conv2d=_wrapped("conv2d", _gemm_tie_large))
+
+
+def _crossing_swap(conv, x, weight, bias, kw):
+    span = [d * (k - 1) + 1 for k, d in zip(weight.shape[2:], kw["dilation"])]
+    if all(k <= n for k, n in zip(span, x.shape[2:])):
+        return conv(x, weight, bias, **kw)
+    if all(k >= n for k, n in zip(span, x.shape[2:])):  # the input slides over the kernel
+        return conv(x, weight, bias, **kw)
+    # neither is the smaller on every axis: the larger-kernel branch, which correlates
+    # with the kernel flipped, as a convolution of the input over it would
+    return conv(x, np.ascontiguousarray(weight[:, :, ::-1, ::-1]), bias, **kw)
+
+
+crossing_swap = _module(conv2d=_wrapped("conv2d", _crossing_swap))

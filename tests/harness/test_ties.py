@@ -211,3 +211,55 @@ def test_a_tie_at_realistic_sizes_is_found_by_the_sweep_and_shrunk_along_it(
     assert "made a tie, out channels per group = K" in out
     record = json.loads((failures / bug["case_file"]).read_text())
     assert record["params"] == bug["params"]
+
+
+# -- crossings ---------------------------------------------------------------------------
+
+def _crossed(p: ConvProblem) -> bool:
+    return ties.CROSSING_BY_NAME["W~X"].holds(p)
+
+
+def test_a_crossing_is_named_only_where_the_bug_follows_it():
+    """Kernel 2x1 on an input of 1x2 (padding 1 on h): longer on h, shorter on w.
+    Crossed again and with the axes swapped it fails, undone both ways (kernel 1x1;
+    kernel 2x2) it passes: the trigger is the crossing. A bug of a kernel of two taps
+    on h alone fails where the kernel is the longer on both axes too: its own
+    conditions stay."""
+    crossed = _problem(input_size=(1, 2), kernel_size=(2, 1), padding=(1, 0))
+    assert _crossed(crossed)
+    assert all(_crossed(q) for q in ties.crossed_again(crossed, "W~X"))
+    assert len(ties.uncrossed(crossed, "W~X")) == 2
+    assert not any(_crossed(q) for q in ties.uncrossed(crossed, "W~X"))
+    text = ties.CROSSING_BY_NAME["W~X"].text
+    assert _trigger(crossed, _crossed) == text
+    assert f"  {text}  broken:pass  held*:FAIL" in _explained(crossed, _crossed).table()
+    assert _trigger(crossed, lambda p: max(p.kernel_size) >= 2) != text
+
+
+def test_crossing_swap_is_wrong_on_a_crossing_only():
+    impl = load_implementation(f"{HERE / 'fast_paths.py'}:crossing_swap")
+    weight_varies = dict(in_channels=1)
+    assert fails("forward", impl, noise_case(_problem(
+        input_size=(1, 2), kernel_size=(2, 1), padding=(1, 0), **weight_varies)))
+    for off in (dict(input_size=(2, 2), kernel_size=(2, 1)),  # shorter everywhere
+                dict(input_size=(1, 1), kernel_size=(2, 2), padding=(1, 1))):  # longer
+        assert not fails("forward", impl, noise_case(_problem(**off))), off
+    assert "crossing W~X" in features(noise_case(_problem(
+        input_size=(1, 2), kernel_size=(2, 1), padding=(1, 0))))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_default_run_finds_a_bug_on_a_crossing_and_names_it(seed, tmp_path, monkeypatch):
+    """About a fifth of the conv2d problems drawn cross the kernel and the input, so a
+    default run meets such a bug; its trigger names the crossing, where the sizes it
+    shrank to (a kernel of 2 on h, padding 1 on h, 2 outputs on w) hold of few others."""
+    failures = tmp_path / "failures"
+    bugs, out = in_process.run_entries(f"{HERE / 'fast_paths.py'}:crossing_swap",
+                                       FORWARD_CHECKS, ("conv2d",), failures, monkeypatch,
+                                       seed=seed)
+    assert len(bugs) == 1, out[-3000:]
+    (bug,) = bugs
+    p = ConvProblem.from_params(bug["op"], bug["params"])
+    assert _crossed(p) and p.batch == p.in_channels == p.out_channels == 1, p.describe()
+    assert bug["trigger"].startswith("fails when " + ties.CROSSING_BY_NAME["W~X"].text), bug
+    assert bug["reproduces_alone"] is True
