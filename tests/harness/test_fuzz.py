@@ -3,10 +3,11 @@ bug, and the follow-up ``conv-harness --conv-db`` replays it and writes its case
 
 Opt-in: it needs a Python with the ``[fuzz]`` extra, which pins Hypothesis below
 6.157.1 (HypoFuzz 25.11.1 does not run on later ones), so it lives in a venv
-of its own. Give its interpreter in $CONV_FUZZ_PYTHON, e.g.
+of its own, and ``[redis]`` for the campaign on Redis. Give its interpreter in
+$CONV_FUZZ_PYTHON, e.g.
 
     python -m venv --system-site-packages .venv-fuzz
-    .venv-fuzz/bin/pip install -e ".[fuzz]"
+    .venv-fuzz/bin/pip install -e ".[fuzz,redis]"
     CONV_FUZZ_PYTHON=.venv-fuzz/bin/python python -m pytest tests/harness/test_fuzz.py
 
 (or run the tests with that interpreter). Without one it is skipped, saying so.

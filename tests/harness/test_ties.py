@@ -95,19 +95,28 @@ def test_gemm_tie_is_wrong_on_its_tie_only():
         assert not fails("forward", impl, noise_case(_problem(**off))), off
 
 
+
+def _one_entry(name: str, seed: int, tmp_path, monkeypatch):
+    """The one entry a default run of the checks that call the forward pass gives
+    fast_paths.py's ``name`` with ``seed``: the entry, its problem, the run's output
+    and its failures folder."""
+    failures = tmp_path / "failures"
+    bugs, out = in_process.run_entries(f"{HERE / 'fast_paths.py'}:{name}", FORWARD_CHECKS,
+                                       ("conv2d",), failures, monkeypatch, seed=seed)
+    assert len(bugs) == 1, out[-3000:]
+    (bug,) = bugs
+    return bug, ConvProblem.from_params(bug["op"], bug["params"]), out, failures
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_default_run_finds_a_bug_on_a_tie_and_names_the_tie(seed, tmp_path, monkeypatch):
     """The checks that call the forward pass, each with its own seed, as a default run
     does: one entry, on a tie, whose trigger is the tie, not the sizes it shrank to
     (``in channels = 2 and out channels = 2``, true of the minimal problem and no
     other)."""
-    failures = tmp_path / "failures"
-    bugs, out = in_process.run_entries(f"{HERE / 'fast_paths.py'}:gemm_tie", FORWARD_CHECKS,
-                                       ("conv2d",), failures, monkeypatch, seed=seed)
-    assert len(bugs) == 1, out[-3000:]
-    (bug,) = bugs
+    bug, p, _, failures = _one_entry("gemm_tie", seed, tmp_path, monkeypatch)
     record = json.loads((failures / bug["case_file"]).read_text())
-    p = ConvProblem.from_params(record["op"], record["params"])
+    assert ConvProblem.from_params(record["op"], record["params"]) == p
     assert p.out_channels // p.groups == p.forward_terms() == 2, p.describe()
     assert bug["trigger"].startswith(
         "fails when out channels per group = K (in channels per group x kernel taps);"), bug
@@ -197,13 +206,7 @@ def test_a_tie_at_realistic_sizes_is_found_by_the_sweep_and_shrunk_along_it(
     (a 7x7 stem with N = K = 98). Single changes break the tie and Hypothesis does
     not search a visit, so the explanation shrinks it along the tie, one size lower
     and the tie made again, to N = K below 20; the trigger is the tie."""
-    failures = tmp_path / "failures"
-    bugs, out = in_process.run_entries(f"{HERE / 'fast_paths.py'}:gemm_tie_large",
-                                       FORWARD_CHECKS, ("conv2d",), failures, monkeypatch,
-                                       seed=seed)
-    assert len(bugs) == 1, out[-3000:]
-    (bug,) = bugs
-    p = ConvProblem.from_params(bug["op"], bug["params"])
+    bug, p, out, failures = _one_entry("gemm_tie_large", seed, tmp_path, monkeypatch)
     assert 16 <= p.out_channels // p.groups == p.forward_terms() < 20, p.describe()
     assert bug["trigger"].startswith(
         "fails when out channels per group = K (in channels per group x kernel taps) >= 16;"
@@ -253,13 +256,7 @@ def test_a_default_run_finds_a_bug_on_a_crossing_and_names_it(seed, tmp_path, mo
     """About a fifth of the conv2d problems drawn cross the kernel and the input, so a
     default run meets such a bug; its trigger names the crossing, where the sizes it
     shrank to (a kernel of 2 on h, padding 1 on h, 2 outputs on w) hold of few others."""
-    failures = tmp_path / "failures"
-    bugs, out = in_process.run_entries(f"{HERE / 'fast_paths.py'}:crossing_swap",
-                                       FORWARD_CHECKS, ("conv2d",), failures, monkeypatch,
-                                       seed=seed)
-    assert len(bugs) == 1, out[-3000:]
-    (bug,) = bugs
-    p = ConvProblem.from_params(bug["op"], bug["params"])
+    bug, p, _, _ = _one_entry("crossing_swap", seed, tmp_path, monkeypatch)
     assert _crossed(p) and p.batch == p.in_channels == p.out_channels == 1, p.describe()
     assert bug["trigger"].startswith("fails when " + ties.CROSSING_BY_NAME["W~X"].text), bug
     assert bug["reproduces_alone"] is True
