@@ -540,12 +540,10 @@ def _derived(p: ConvProblem, layouts: dict[str, str], axis: int, axes: tuple[int
             continue
         outcome: dict[Any, bool | str] = {1: False}
         for value in sorted({minimal, minimal + 1} | _smaller(minimal)):
-            verdicts = [trials.outcome(*q, (name, value, i)) for i, q in
-                        enumerate(ft.realisations(p, layouts, name, value, axis, axes))]
-            verdicts = [v for v in verdicts if v is not None]
-            if verdicts:
-                outcome[value] = True if all(v is True for v in verdicts) else (
-                    False if any(v is False for v in verdicts) else verdicts[0])
+            verdict = _every_way([trials.outcome(*q, (name, value, i)) for i, q in enumerate(
+                ft.realisations(p, layouts, name, value, axis, axes))])
+            if verdict is not None:
+                outcome[value] = verdict
         if outcome.get(minimal) is not True:
             continue
         row = _row(name, axis if on_axis else None, minimal, outcome)
@@ -666,25 +664,27 @@ def _tie_threshold(p: ConvProblem, layouts: dict[str, str], trials: _Trials,
     outcome: dict[int, bool | str] = {}
 
     def tried(value: int) -> bool | str | None:
-        verdicts = [trials.outcome(q, layouts, ("tied at", name, value, i))
-                    for i, q in enumerate(ties.at(p, name, value))]
-        verdicts = [v for v in verdicts if v is not None]
-        if verdicts:
-            outcome[value] = True if all(v is True for v in verdicts) else (
-                False if any(v is False for v in verdicts) else verdicts[0])
-        return outcome.get(value)
+        verdict = _every_way([trials.outcome(q, layouts, ("tied at", name, value, i))
+                              for i, q in enumerate(ties.at(p, name, value))])
+        if verdict is not None:
+            outcome[value] = verdict
+        return verdict
 
-    least, passing = ties.BY_NAME[name].value(p), None
-    for value in sorted(_smaller(least), reverse=True):
-        verdict = tried(value)
-        if verdict is True:
-            least = value
-        elif verdict is not None:
-            passing = value if verdict is False else None
-            break
-    if passing is None:
-        return TIE_FLOOR, outcome
-    return _bisect(passing, least, tried), outcome
+    start = ties.BY_NAME[name].value(p)
+    for value in _smaller(start):
+        tried(value)
+    least = _down_to_boundary({**outcome, start: True}, start, tried)
+    return (TIE_FLOOR if least is None else least), outcome
+
+
+def _every_way(verdicts: list[bool | str | None]) -> bool | str | None:
+    """One verdict for a value realised several ways: it fails where each way fails, and
+    passes where one passes; else the first masking kind; None where none was tried."""
+    tried = [v for v in verdicts if v is not None]
+    if not tried:
+        return None
+    return True if all(v is True for v in tried) else (
+        False if any(v is False for v in tried) else tried[0])
 
 
 def _bisect(passing: int, failing: int, tried: Callable[[int], bool | str | None]) -> int:
@@ -703,20 +703,20 @@ def _bisect(passing: int, failing: int, tried: Callable[[int], bool | str | None
 
 
 def _down_to_boundary(outcome: dict[Any, bool | str], minimal: int,
-                      tried: Callable[[int], bool | str | None]) -> None:
+                      tried: Callable[[int], bool | str | None]) -> int | None:
     """Where a numeric feature fails from its minimal value down to some value and passes
     below it with a gap between (98 out channels and 97 fail, 3 passes), the values
     between, by bisection (`_bisect`): the trigger then starts at the bug's boundary
     (``>= 33``), and the explanation's smaller case is the one there. A search that met
     the bug only far from its boundary (a visit of the catalogue sweep, which
-    Hypothesis does not shrink) ends at it all the same."""
+    Hypothesis does not shrink) ends at it all the same. Returns that boundary, None
+    where no value below the failing ones passed."""
     failing = minimal
     for value in sorted((v for v in outcome if v < minimal), reverse=True):
         if outcome[value] is not True:
-            if outcome[value] is False:
-                _bisect(value, failing, tried)
-            return
+            return _bisect(value, failing, tried) if outcome[value] is False else None
         failing = value
+    return None
 
 
 #: steps down a tie at most (each lowers one size to 1, half or one less)
