@@ -9,6 +9,7 @@ failure files serialise them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -122,8 +123,10 @@ class ConvProblem:
     def bias_shape(self) -> tuple[int, ...] | None:
         return (self.out_channels,) if self.bias else None
 
-    @property
+    @functools.cached_property
     def output_size(self) -> tuple[int, ...]:
+        # cached (in the instance's __dict__, which a frozen dataclass's fields are
+        # not in): the checks and their bounds ask for it hundreds of times a case
         axes = zip(self.input_size, self.kernel_size, self.stride, self.padding,
                    self.dilation, self.output_padding)
         if self.spec.transposed:
@@ -218,7 +221,12 @@ PARAMETERS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ConvProbl
 
 def finfo(dtype: str | np.dtype) -> np.finfo:
     """The machine limits of ``dtype``, bfloat16's included (NumPy's finfo has none)."""
-    if str(dtype) == "bfloat16":
+    return _finfo(str(dtype))
+
+
+@functools.lru_cache(maxsize=None)
+def _finfo(dtype: str) -> np.finfo:
+    if dtype == "bfloat16":
         import ml_dtypes
 
         return ml_dtypes.finfo(bfloat16())

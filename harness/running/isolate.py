@@ -466,28 +466,70 @@ class CrashRecorder:
         self.run_id = run_id
         self.current: tuple[str, str, str] | None = None  # (spec, impl name, check)
         self.returned: Path | None = None  # the last call's record, once it returned
+        # The last record, less its bytes and its function: checks call several
+        # functions, and the same one twice, on (fresh copies of) one case.
+        self._last: tuple[tuple, dict[str, Any], str] | None = None
+        self._paths: dict[tuple[str, str], tuple[Path, Path, Path]] = {}
+
+    def _record(self, case: Any, function: str) -> dict[str, Any]:
+        from harness.reporting.failures import case_record
+
+        current = self.current
+        assert current is not None
+        # what the record says of the case: its problem, and its arrays' layouts,
+        # dtypes and shapes (not their bytes, which are written after it)
+        key = (current, case.problem, tuple(case.layouts.items()),
+               tuple(None if a is None else (a.dtype.str, a.shape)
+                     for a in case.arrays().values()))
+        if self._last is None or self._last[0] != key:
+            spec, _, check = current
+            base = case_record(spec, case, "crashed", "", run_check=check, packed=True)
+            self._last = (key, base, case.problem.describe())
+        _, base, problem = self._last
+        return {**base, "message": _crash_message(
+            function, f"the test process ({self.process})", problem, ""),
+            "function": function, "during_check": current[2], "run": self.run_id}
+
+    def _names(self, impl_name: str, op: str) -> tuple[Path, Path, Path]:
+        """The in-call record's name, its temporary name, and the returned record's."""
+        names = self._paths.get((impl_name, op))
+        if names is None:
+            from harness.reporting.failures import safe_name
+
+            stem = f"{safe_name(impl_name)}-{op}"
+            process = safe_name(self.process)
+            path = self.failures_dir / f"{stem}{IN_CALL}{process}{RECORD}"
+            names = (path, path.with_name(f".{path.name}.{os.getpid()}.tmp"),
+                     self.failures_dir / f"{stem}{RETURNED}{process}{RECORD}")
+            self._paths[(impl_name, op)] = names
+        return names
 
     def __call__(self, case: Any, function: str) -> Callable[[], None] | None:
         if self.current is None:
             return None
-        from harness.reporting.failures import (atomic_write, case_record, packed_payload,
-                                                safe_name)
+        from harness.reporting.failures import packed_payload
 
-        spec, impl_name, check = self.current
-        record = case_record(spec, case, "crashed", _crash_message(
-            function, f"the test process ({self.process})", case.problem.describe(), ""),
-            run_check=check, packed=True)
-        record.update(function=function, during_check=check, run=self.run_id)
-        stem = f"{safe_name(impl_name)}-{case.problem.op}"
-        path = self.failures_dir / f"{stem}{IN_CALL}{safe_name(self.process)}{RECORD}"
-        returned = self.failures_dir / f"{stem}{RETURNED}{safe_name(self.process)}{RECORD}"
+        path, tmp, returned = self._names(self.current[1], case.problem.op)
         # Written before every call of the implementation, so kept cheap: one line
         # of compact JSON (json's C encoder; with an indent it falls back to pure
-        # Python), then the arrays' raw bytes, and not durable: it has to outlive
-        # this process, not the machine.
-        atomic_write(path, [(json.dumps(record) + "\n").encode("utf-8"),
-                            *packed_payload(case)], durable=False)
-        self.forget_returned()  # only now: until here it was the last call's record
+        # Python), then the arrays' raw bytes, under a temporary name of this process
+        # that then takes the record's name (atomic: a reader sees all of it or
+        # none), and not flushed to disk: it has to outlive this process, not the
+        # machine.
+        chunks = [(json.dumps(self._record(case, function)) + "\n").encode("utf-8"),
+                  *packed_payload(case)]
+        try:
+            handle = open(tmp, "wb")
+        except FileNotFoundError:  # the folder is made by the first record, or was removed
+            self.failures_dir.mkdir(parents=True, exist_ok=True)
+            handle = open(tmp, "wb")
+        with handle:
+            handle.writelines(chunks)
+        os.replace(tmp, path)
+        # Only now: until here it was the last call's record. Removed, not replaced by
+        # the rename below: on ext4 a rename over an existing file waits for its data
+        # to be written out (auto_da_alloc), four times the cost of the whole record.
+        self.forget_returned()
 
         def done() -> None:
             try:
