@@ -19,7 +19,7 @@ import pytest
 
 from harness.checks import oracle
 from harness.checks.registry import REGISTRY
-from harness.problem import OPS
+from harness.problem import OPS, ConvProblem
 from harness.reporting.failures import DEFAULT_FAILURES_DIR
 from harness.running.calling import DEFAULT_TIMEOUT
 from harness.running.loader import (
@@ -181,7 +181,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # under -vv, pytest's short summary would print it again in full beside each
     # FAILED line. pytest's own option keeps that line to its first line there too.
     config.option.force_short_summary = True
-    _pin_problems(config)
+    given = _given_problems(config)
     from harness.reporting.summary import (
         Summary,  # imports the checks, hence numpy and the registry
     )
@@ -195,18 +195,20 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(Summary(impls, failures_dir(config)), "conv_harness_summary")
     bug_search = BugSearch(max_bugs, config.getoption("--conv-print-scripts"), budget or None,
                            failures_dir(config))
+    bug_search.run.given = given
     config.stash[RUN] = bug_search.run
     config.pluginmanager.register(bug_search, "conv_harness_bug_search")
 
 
-def _pin_problems(config: pytest.Config) -> None:
-    """``--conv-problem``: the strategies draw only the problems given (strategies/pinned.py)."""
+def _given_problems(config: pytest.Config) -> tuple[ConvProblem, ...] | None:
+    """``--conv-problem``'s problems, the only ones the strategies will draw
+    (strategies/pinned.py); None where none are given."""
     from harness.descriptor import DescriptorError, parse_problem_line
     from strategies import pinned
 
     values = config.getoption("--conv-problem", default=None) or []
     if not values:
-        return
+        return None
     problems = []
     for value in values:
         where, lines = f"--conv-problem {value}", [value]
@@ -226,7 +228,7 @@ def _pin_problems(config: pytest.Config) -> None:
                 problems.append(problem)
     if not problems:
         raise pytest.UsageError(f"--conv-problem {' '.join(values)}: no problem given")
-    pinned.pin(problems)
+    return pinned.given_problems(problems)
 
 
 def timeout_of(config: pytest.Config) -> float | None:
@@ -248,7 +250,8 @@ def targets(config: pytest.Config, check: str) -> list[Target]:
     timeout = timeout_of(config)
     failures = failures_dir(config)
     from strategies import pinned
-    ops = pinned.pinned_ops() or OPS  # --conv-problem: only the ops given
+    run = config.stash.get(RUN, None)
+    ops = pinned.ops_of(run and run.given) or OPS  # --conv-problem: only the ops given
     for impl in config.stash[IMPLEMENTATIONS]:
         for op in (op for op in OPS if op in ops):
             if REGISTRY[check].applies_to(impl, op):

@@ -112,6 +112,8 @@ class RunState:
     calls: CallLog = field(default_factory=CallLog)
     #: bugs whose script this process has seen fail alone (harness/triage/history.py)
     verified: set[str] = field(default_factory=set)
+    #: the problems of ``--conv-problem``, the only ones the run draws (None: draw any)
+    given: tuple[ConvProblem, ...] | None = None
 
 
 @dataclass

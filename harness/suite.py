@@ -289,15 +289,17 @@ def choose_sizes(target: Target, check: str, caps: Capabilities,
 
 @functools.lru_cache(maxsize=256)
 def case_strategy(check: str, op: str, caps: Capabilities, bounds: Bounds | None = None,
-                  focus: Focus | None = None) -> st.SearchStrategy[ConvCase]:
+                  focus: Focus | None = None,
+                  given: tuple[ConvProblem, ...] | None = None) -> st.SearchStrategy[ConvCase]:
     """The cases ``check`` draws for ``op``: one strategy object per test, not per
     example (a new one would be validated and labelled again each time).
     ``bounds`` (what ``--conv-budget`` chose, `budget_bounds`) and ``focus`` (an
     archetype a search is focused on, harness/triage/sweep.py) apply to the
-    checks that draw ordinary cases; those with cases of their own keep theirs."""
+    checks that draw ordinary cases; those with cases of their own keep theirs.
+    ``given``: the run's ``--conv-problem`` problems, the only ones drawn."""
     custom = REGISTRY[check].cases
-    return custom(op, caps) if custom else conv_cases(op, capabilities=caps, bounds=bounds,
-                                                      focus=focus)
+    return custom(op, caps, given) if custom else conv_cases(
+        op, capabilities=caps, bounds=bounds, focus=focus, given=given)
 
 
 def _reach(case: ConvCase) -> None:
@@ -366,7 +368,8 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
     state = state if state is not None else current_state()
     caps = check_capabilities(target, check)
     strategy = case_strategy(check, target.op, caps,
-                             budget_bounds(state.budget, target, check, caps), state.focus)
+                             budget_bounds(state.budget, target, check, caps), state.focus,
+                             state.run.given)
     if state.budget.spent() and not current_build_context().is_final:
         # Out of time: the case is still drawn (Hypothesis requires the same
         # choices to draw the same way) but not run nor counted, so the rest of

@@ -9,7 +9,7 @@ kind from a drawn seed (see `draw_array`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from hypothesis import event
@@ -172,11 +172,12 @@ def conv_cases(
     bounds: Bounds | None = None,
     where: Callable[[ConvProblem], bool] | None = None,
     focus: Focus | None = None,
+    given: Sequence[ConvProblem] | None = None,
 ) -> st.SearchStrategy[ConvCase]:
     """Whole cases: a valid problem for ``op``, its values and memory layouts.
 
-    ``capabilities``, ``bounds``, ``where`` and ``focus`` choose the problem as
-    in `conv_problems`.
+    ``capabilities``, ``bounds``, ``where``, ``focus`` and ``given`` choose the
+    problem as in `conv_problems`.
 
     Usable from your own tests::
 
@@ -188,7 +189,8 @@ def conv_cases(
             y = my_conv2d(case.x, case.weight, case.bias, **case.problem.kwargs())
     """
     caps = capabilities if capabilities is not None else Capabilities()
-    problems = conv_problems(op, capabilities=caps, bounds=bounds, where=where, focus=focus)
+    problems = conv_problems(op, capabilities=caps, bounds=bounds, where=where, focus=focus,
+                             given=given)
     flat = caps.for_op(op) if isinstance(caps, Capabilities) else caps
 
     @st.composite

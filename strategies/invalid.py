@@ -22,6 +22,7 @@ only the forward function is called.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
 from hypothesis import strategies as st
@@ -76,15 +77,19 @@ def _break(draw, p: ConvProblem, kind: str, square: bool) -> ConvProblem:
 
 
 def invalid_problems(op: str = "conv2d", *, capabilities: Capabilities | None = None,
-                     kinds: tuple[str, ...] | None = None) -> st.SearchStrategy[ConvProblem]:
-    """Problems for ``op`` that torch rejects, one thing broken (see the module doc)."""
+                     kinds: tuple[str, ...] | None = None,
+                     given: Sequence[ConvProblem] | None = None
+                     ) -> st.SearchStrategy[ConvProblem]:
+    """Problems for ``op`` that torch rejects, one thing broken (see the module doc);
+    ``given``: the valid problems broken are drawn from these (`conv_problems`)."""
     caps = (capabilities if capabilities is not None else Capabilities()).for_op(op)
     # broken groups only where every dtype takes groups (the dtype is drawn later)
     groups = all(caps.holds("groups", d) for d in caps.dtypes)
     allowed = [k for k in KINDS[OPS[op].transposed] if groups or k != "groups"]
     if kinds is not None:
         allowed = [k for k in allowed if k in kinds]
-    base = conv_problems(op, capabilities=dataclasses.replace(caps, groups=False))
+    base = conv_problems(op, capabilities=dataclasses.replace(caps, groups=False),
+                         given=given)
     return st.tuples(base, st.sampled_from(allowed)).flatmap(
         lambda pk: _break(pk[0], pk[1], caps.holds("square", pk[0].dtype)))
 
@@ -104,7 +109,8 @@ def cases_for_invalid(draw, p: ConvProblem, contiguous_only: bool = False,
 
 
 def invalid_cases(op: str = "conv2d", *, capabilities: Capabilities | None = None,
-                  kinds: tuple[str, ...] | None = None) -> st.SearchStrategy[ConvCase]:
+                  kinds: tuple[str, ...] | None = None,
+                  given: Sequence[ConvProblem] | None = None) -> st.SearchStrategy[ConvCase]:
     caps = (capabilities if capabilities is not None else Capabilities()).for_op(op)
-    return invalid_problems(op, capabilities=caps, kinds=kinds).flatmap(
+    return invalid_problems(op, capabilities=caps, kinds=kinds, given=given).flatmap(
         lambda p: cases_for_invalid(p, caps.holds("contiguous_only", p.dtype), caps.arrays))

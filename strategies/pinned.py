@@ -1,6 +1,6 @@
 """Given problems instead of drawn ones: ``--conv-problem DESC`` (issue 22).
 
-While problems are pinned (`pin`), `conv_problems` draws only from them: every
+Given problems (`conv_problems`'s ``given``), it draws only from them: every
 check runs on exactly those problems and draws only their values, memory
 layouts and whatever the check itself adds. A problem is used as given, with
 two exceptions a check's own needs force:
@@ -28,22 +28,14 @@ from hypothesis import strategies as st
 from harness.problem import ConvProblem
 from harness.running.capabilities import Capabilities
 
-_pinned: tuple[ConvProblem, ...] | None = None
+def given_problems(problems: Iterable[ConvProblem]) -> tuple[ConvProblem, ...]:
+    """``problems`` as `conv_problems`'s ``given`` takes them: each once, in order."""
+    return tuple(dict.fromkeys(problems))
 
 
-def pin(problems: Iterable[ConvProblem] | None) -> None:
-    """Draw only ``problems`` from now on (None: draw as usual again)."""
-    global _pinned
-    _pinned = None if problems is None else tuple(dict.fromkeys(problems))
-
-
-def pinned_ops() -> frozenset[str] | None:
-    """The operations of the pinned problems; None when none are pinned."""
-    return None if _pinned is None else frozenset(p.op for p in _pinned)
-
-
-def active() -> bool:
-    return _pinned is not None
+def ops_of(given: tuple[ConvProblem, ...] | None) -> frozenset[str] | None:
+    """The operations of the given problems; None when none are given."""
+    return None if given is None else frozenset(p.op for p in given)
 
 
 def _fitted(problem: ConvProblem, caps: Capabilities, max_terms: int,
@@ -59,15 +51,14 @@ def _fitted(problem: ConvProblem, caps: Capabilities, max_terms: int,
     return None
 
 
-def problems(op: str, caps: Capabilities, one_by_one: bool,
+def problems(given: tuple[ConvProblem, ...], op: str, caps: Capabilities, one_by_one: bool,
              where: Callable[[ConvProblem], bool] | None,
              max_terms: Callable[[ConvProblem], int],
              float16_max_terms: int) -> st.SearchStrategy[ConvProblem]:
-    """The pinned problems of ``op`` that fit (see the module's docstring), drawn
+    """The ``given`` problems of ``op`` that fit (see the module's docstring), drawn
     in the order given; a check that none fits is skipped."""
-    assert _pinned is not None
     fitting = []
-    for problem in _pinned:
+    for problem in given:
         if problem.op != op or (one_by_one and set(problem.kernel_size) != {1}):
             continue
         fitted = _fitted(problem, caps, max_terms(problem), float16_max_terms)

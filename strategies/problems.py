@@ -244,6 +244,7 @@ def conv_problems(
     bounds: Bounds | None = None,
     where: Callable[[ConvProblem], bool] | None = None,
     focus: Focus | None = None,
+    given: Sequence[ConvProblem] | None = None,
 ) -> st.SearchStrategy[ConvProblem]:
     """Valid problems for ``op`` (``"conv2d"``, ``"conv_transpose1d"``, ...).
 
@@ -252,9 +253,9 @@ def conv_problems(
     ``where``: only problems it accepts (a filter). ``focus``: an archetype of
     ``op`` (strategies/archetypes.py) and the feature its neighbour changes, or
     None: every problem is drawn from it, as a share of the problems are
-    otherwise (shrinking still takes away what a failure does not need). While
-    problems are pinned (``--conv-problem``, strategies/pinned.py), only those
-    are drawn.
+    otherwise (shrinking still takes away what a failure does not need).
+    ``given``: draw only these problems (``--conv-problem``, strategies/pinned.py:
+    those of ``op`` that fit the capabilities, the dtype changed where needed).
     """
     _check_op(op)
     if focus is not None and (len(focus) != 2 or not isinstance(focus[0], Archetype)
@@ -270,9 +271,11 @@ def conv_problems(
         raise InvalidArgument(f"the capabilities leave no dtype to draw for {op}: "
                               "its functions share none")
     limits = bounds if bounds is not None else DEFAULT_BOUNDS[OPS[op].spatial_dims]
-    if pinned.active():
-        return pinned.problems(op, caps, limits.kernel == 1, where, _max_terms,
-                               FLOAT16_MAX_TERMS)
+    if given is not None:
+        if not all(isinstance(p, ConvProblem) for p in given):
+            raise InvalidArgument(f"given must be ConvProblems, got {given!r}")
+        return pinned.problems(pinned.given_problems(given), op, caps, limits.kernel == 1,
+                               where, _max_terms, FLOAT16_MAX_TERMS)
     drawn = _problems(op, caps, limits, focus)
     return drawn if where is None else drawn.filter(where)
 

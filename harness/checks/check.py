@@ -12,7 +12,7 @@ from typing import Callable
 
 from hypothesis.strategies import SearchStrategy
 
-from harness.problem import ConvCase
+from harness.problem import ConvCase, ConvProblem
 from harness.running.capabilities import Capabilities
 from harness.running.loader import Implementation
 
@@ -25,7 +25,8 @@ class Check:
     and/or ``"backward"`` (``conv2d_backward``), all required; an empty tuple
     means it runs with whichever of them the implementation provides.
     ``cases``, if given, replaces the default case strategy
-    (``cases(op, capabilities)``), e.g. for checks that need small float64
+    (``cases(op, capabilities, given)``, ``given`` the problems of
+    ``--conv-problem`` or None), e.g. for checks that need small float64
     problems.
     """
 
@@ -33,7 +34,8 @@ class Check:
     run: Callable[[Implementation, ConvCase, float | None], None]
     needs: tuple[str, ...]
     oracle: bool
-    cases: Callable[[str, Capabilities], SearchStrategy[ConvCase]] | None = None
+    cases: Callable[[str, Capabilities, tuple[ConvProblem, ...] | None],
+                    SearchStrategy[ConvCase]] | None = None
     description: str = ""
     #: time per example relative to a single oracle check (measured by
     #: benchmarks/harness_throughput.py): pytest runs the costly tests first,

@@ -515,12 +515,15 @@ def check_batch_consistency(impl: Implementation, case: ConvCase,
                          f"{grad} of the batch is not the sum of its images' ({why})")
 
 
-def batch_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
+def batch_cases(op: str, caps,
+                given: tuple[ConvProblem, ...] | None = None
+                ) -> st.SearchStrategy[ConvCase]:
     """Cases of two images or more (one image has nothing to be consistent with).
 
     The problem is filtered before its values are drawn, so that a rejected
     batch-1 problem costs no data and is not counted as an example run."""
-    problems = strategies.conv_problems(op, capabilities=caps, where=lambda p: p.batch > 1)
+    problems = strategies.conv_problems(op, capabilities=caps, where=lambda p: p.batch > 1,
+                                        given=given)
     flat = caps.for_op(op)
 
     @st.composite
@@ -574,19 +577,23 @@ def check_delta_kernel(impl: Implementation, case: ConvCase,
 # case strategies
 # ----------------------------------------------------------------------------
 
-def pointwise_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
+def pointwise_cases(op: str, caps,
+                    given: tuple[ConvProblem, ...] | None = None
+                    ) -> st.SearchStrategy[ConvCase]:
     """Cases with a 1x1 kernel (stride, padding and groups still drawn)."""
     bounds = dataclasses.replace(strategies.DEFAULT_BOUNDS[_ndim(op)], kernel=1)
-    return strategies.conv_cases(op, capabilities=caps, bounds=bounds)
+    return strategies.conv_cases(op, capabilities=caps, bounds=bounds, given=given)
 
 
 def _ndim(op: str) -> int:
     return OPS[op].spatial_dims
 
 
-def delta_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
+def delta_cases(op: str, caps,
+                given: tuple[ConvProblem, ...] | None = None
+                ) -> st.SearchStrategy[ConvCase]:
     """Cases whose weight is non-zero at one kernel offset only."""
-    cases = strategies.conv_cases(op, capabilities=caps)
+    cases = strategies.conv_cases(op, capabilities=caps, given=given)
 
     @st.composite
     def delta(draw) -> ConvCase:
@@ -626,7 +633,9 @@ def fd_affordable(p: ConvProblem) -> bool:
     return max(inputs, weights) <= FD_MAX_ELEMENTS
 
 
-def small_float64_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
+def small_float64_cases(op: str, caps,
+                        given: tuple[ConvProblem, ...] | None = None
+                        ) -> st.SearchStrategy[ConvCase]:
     """Small problems in float64 (else the widest dtype the implementation takes);
     given problems (``--conv-problem``) only where the check can afford them."""
     widest = "float64" if "float64" in caps.dtypes else max(
@@ -634,7 +643,7 @@ def small_float64_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
     caps = dataclasses.replace(caps, dtypes=(widest,))
     return strategies.conv_cases(op, capabilities=caps,
                                  bounds=strategies.Bounds(**SMALL_BOUNDS[_ndim(op)]),
-                                 where=fd_affordable)
+                                 where=fd_affordable, given=given)
 
 
 # ----------------------------------------------------------------------------
@@ -704,8 +713,10 @@ register(Check("delta_kernel", check_delta_kernel, (), oracle=False, cases=delta
                description="a delta kernel shifts and subsamples the padded input"))
 
 
-def _invalid_cases(op: str, caps) -> st.SearchStrategy[ConvCase]:
-    return invalid_cases(op, capabilities=caps)
+def _invalid_cases(op: str, caps,
+                   given: tuple[ConvProblem, ...] | None = None
+                   ) -> st.SearchStrategy[ConvCase]:
+    return invalid_cases(op, capabilities=caps, given=given)
 
 
 register(Check("invalid", check_invalid, ("forward",), oracle=True, cases=_invalid_cases,

@@ -23,6 +23,7 @@ import threading
 import time
 import traceback
 import warnings
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional
 
@@ -81,18 +82,19 @@ class Observed:
     calls: list[Call] = field(default_factory=list)
 
 
-_observed_now: Observed | None = None
+#: what the innermost `observing` block collects (None outside one)
+_OBSERVED: ContextVar[Observed | None] = ContextVar("observed", default=None)
 
 
 @contextlib.contextmanager
 def observing() -> Iterator[Observed]:
     """Collect deferred failures and calls made inside the block."""
-    global _observed_now
-    outer, _observed_now = _observed_now, Observed()
+    observed = Observed()
+    token = _OBSERVED.set(observed)
     try:
-        yield _observed_now
+        yield observed
     finally:
-        _observed_now = outer
+        _OBSERVED.reset(token)
 
 
 def defer(failure: CheckFailure) -> None:
@@ -103,18 +105,20 @@ def defer(failure: CheckFailure) -> None:
     value bug are two bugs, and the first must not mask the second. Outside
     `observing` (no one to report it later) the failure is raised at once.
     """
-    if _observed_now is None:
+    observed = _OBSERVED.get()
+    if observed is None:
         raise failure
     if not any(f.check == failure.check and f.function == failure.function
-               for f in _observed_now.deferred):
-        _observed_now.deferred.append(failure)
+               for f in observed.deferred):
+        observed.deferred.append(failure)
 
 
 def _record_call(function: str, case: ConvCase) -> Call | None:
-    if _observed_now is None:
+    observed = _OBSERVED.get()
+    if observed is None:
         return None
     call = Call(function, case)
-    _observed_now.calls.append(call)
+    observed.calls.append(call)
     return call
 
 

@@ -602,8 +602,9 @@ def _inflight_records(failures: Path, process: str, run_id: str | None = None
     return [(path, returned) for returned, _, path in sorted(found)]
 
 
-_recorder: CrashRecorder | None = None
-_controller_config: pytest.Config | None = None
+#: this run's `CrashRecorder`, in the processes that call implementations without
+#: ``--isolate``
+_RECORDER = pytest.StashKey[CrashRecorder]()
 
 
 def _failures_dir(config: pytest.Config) -> Path:
@@ -617,29 +618,27 @@ def _is_xdist_controller(config: pytest.Config) -> bool:
             and not getattr(config.option, "collectonly", False))
 
 
-def _observe(case: Any, function: str) -> Callable[[], None] | None:
-    """Before each call: the run's record of calls (for history-dependent bugs,
-    harness/triage/history.py), then the crash record, if any."""
-    current_state().run.calls(case, function)
-    return _recorder(case, function) if _recorder is not None else None
+def _observer(recorder: CrashRecorder | None) -> calling.CallObserver:
+    """What runs before each call: the run's record of calls (for history-dependent
+    bugs, harness/triage/history.py), then ``recorder``'s crash record, if any."""
+    def observe(case: Any, function: str) -> Callable[[], None] | None:
+        current_state().run.calls(case, function)
+        return recorder(case, function) if recorder is not None else None
+    return observe
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
-    global _recorder
     from harness.plugin import loaded_implementations
 
     if not hasattr(config, "workerinput"):
         config.stash[_RECOVERED] = recover_crashes(_failures_dir(config))
-    if not _is_xdist_controller(config):  # the processes that call implementations
-        calling.set_call_observer(_observe)
-
     if config.getoption("--isolate"):
+        if not _is_xdist_controller(config):  # the processes that call implementations
+            calling.set_call_observer(_observer(None))
         isolate_implementations(config, loaded_implementations(config))
         return
     if _is_xdist_controller(config):
-        global _controller_config
-        _controller_config = config
         fatal_dir = tempfile.mkdtemp(prefix="conv-harness-fatal-")
         config.stash[_FATAL_DIR] = fatal_dir
         return
@@ -653,7 +652,8 @@ def pytest_configure(config: pytest.Config) -> None:
             faulthandler.enable(file=handle, all_threads=False)
     else:
         process, run_id = f"pid{os.getpid()}", ""
-    _recorder = CrashRecorder(_failures_dir(config), process, run_id)
+    recorder = config.stash[_RECORDER] = CrashRecorder(_failures_dir(config), process, run_id)
+    calling.set_call_observer(_observer(recorder))
 
 
 _FATAL_DIR = pytest.StashKey[str]()
@@ -669,29 +669,30 @@ def pytest_configure_node(node: Any) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
+    recorder = item.config.stash.get(_RECORDER, None)
     target = getattr(getattr(item, "callspec", None), "params", {}).get("target")
     if target is None or not hasattr(target, "impl"):
-        if _recorder is not None:
+        if recorder is not None:
             # An earlier conformance test's last call did not kill the process before
             # this other test began: a crash from now on is this test's, not that call's.
-            _recorder.forget_returned()
+            recorder.forget_returned()
         return (yield)
     marker = item.get_closest_marker("conv_check")
-    if _recorder is not None:
-        _recorder.current = (target.impl.spec, target.impl.name,
-                             marker.args[0] if marker else item.name)
+    if recorder is not None:
+        recorder.current = (target.impl.spec, target.impl.name,
+                            marker.args[0] if marker else item.name)
     try:
         return (yield)
     finally:
-        if _recorder is not None:
-            _recorder.current = None
+        if recorder is not None:
+            recorder.current = None
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: Any) -> None:
     """A worker died: report the problem it was running, from its crash record."""
-    config = _controller_config
     node = getattr(report, "node", None)
+    config = getattr(node, "config", None)  # the controller's (xdist's WorkerController)
     workerinput = getattr(node, "workerinput", None) or {}
     process, run_id = workerinput.get("workerid"), workerinput.get("testrunuid", "")
     if config is None or process is None:
@@ -804,12 +805,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    global _recorder
     _shutdown()
     calling.set_call_observer(None)
-    if _recorder is not None:
-        _recorder.forget_returned()  # the process ends normally: nothing to report
-        _recorder = None
+    recorder = config.stash.get(_RECORDER, None)
+    if recorder is not None:
+        recorder.forget_returned()  # the process ends normally: nothing to report
+        del config.stash[_RECORDER]
     handle = config.stash.get(_FATAL_FILE, None)
     if handle is not None:
         faulthandler.disable()

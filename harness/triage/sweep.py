@@ -23,7 +23,7 @@ from harness.running.calling import CheckFailure
 from harness.running.target import Target
 from harness.state import Found, TestState
 from harness.reporting import coverage
-from strategies import catalogue, pinned
+from strategies import catalogue
 from strategies.archetypes import FEATURES
 from strategies.cases import features
 from strategies.problems import Focus
@@ -32,16 +32,16 @@ from strategies.problems import Focus
 Missed = tuple[catalogue.Visit, CheckFailure]
 
 
-def applies(check: str) -> bool:
+def applies(check: str, state: TestState) -> bool:
     """Whether ``check`` is swept: it draws ordinary problems (not problems of its own),
     and the run draws from every problem (not only those of ``--conv-problem``)."""
-    return REGISTRY[check].cases is None and not pinned.active()
+    return REGISTRY[check].cases is None and state.run.given is None
 
 
 def sweep(state: TestState, target: Target, check: str) -> list[Missed]:
     """Call ``check`` once on each visit of ``target``'s operation; the visits whose
     failure no cause known run-wide covers."""
-    if not applies(check):
+    if not applies(check, state):
         return []
     missed = []
     caps = suite.check_capabilities(target, check)

@@ -57,8 +57,7 @@ def test_dying_between_calls_without_xdist_is_saved_by_the_next_run(run_pytest, 
     assert "crashes of earlier runs" in later.stdout
 
 
-def test_a_test_that_is_not_a_conformance_test_drops_the_last_calls_record(tmp_path,
-                                                                         monkeypatch):
+def test_a_test_that_is_not_a_conformance_test_drops_the_last_calls_record(tmp_path):
     """A worker of the harness's own suite that died in one of its unit tests was
     reported as a crash of the last conformance call it had made, tests earlier."""
     from types import SimpleNamespace
@@ -68,7 +67,7 @@ def test_a_test_that_is_not_a_conformance_test_drops_the_last_calls_record(tmp_p
     from strategies.cases import noise_case
 
     recorder = isolate.CrashRecorder(tmp_path, "gw0", "run")
-    monkeypatch.setattr(isolate, "_recorder", recorder)
+    config = SimpleNamespace(stash={isolate._RECORDER: recorder})  # the run's, as pytest's
     recorder.current = ("conv_impl.einsum", "conv_impl.einsum", "forward")
     case = noise_case(ConvProblem(op="conv2d", batch=1, in_channels=1, out_channels=1,
                                   input_size=(3, 3), kernel_size=(1, 1), stride=(1, 1),
@@ -77,7 +76,8 @@ def test_a_test_that_is_not_a_conformance_test_drops_the_last_calls_record(tmp_p
     recorder(case, "conv2d")()  # a call that returned
     recorder.current = None
     assert isolate._inflight_records(tmp_path, "gw0")
-    unit_test = isolate.pytest_runtest_call(SimpleNamespace(name="test_something"))
+    unit_test = isolate.pytest_runtest_call(SimpleNamespace(name="test_something",
+                                                            config=config))
     next(unit_test)
     assert not isolate._inflight_records(tmp_path, "gw0")
 

@@ -6,8 +6,10 @@ plugin calls them for each test.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import time
+from pathlib import Path
 
 from hypothesis import settings
 
@@ -137,3 +139,38 @@ def test_a_failure_that_does_not_repeat_is_a_finding_not_the_end_of_a_search(tmp
     assert ended is None, ended
     (finding,) = found
     assert finding.failure.check == "forward" and finding.repeats is False
+
+
+#: the module globals the harness rebinds, each a resource of the process, not state
+#: of a test or a run: (file, name) -> why
+PROCESS_GLOBALS = {
+    ("harness/running/isolate.py", "_isolation"): "the --isolate zygote: a child process, "
+                                                  "started once per process",
+    ("harness/running/calling.py", "_call_observer"): "the hook the plugin installs into "
+                                                      "every call of this process",
+}
+
+
+def rebound_globals(root: Path, folders: tuple[str, ...]) -> set[tuple[str, str]]:
+    """(file, name) of each ``global`` statement's names under ``folders`` of ``root``."""
+    found = set()
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text(), str(path))
+            found |= {(path.relative_to(root).as_posix(), name) for node in ast.walk(tree)
+                      if isinstance(node, ast.Global) for name in node.names}
+    return found
+
+
+def test_no_module_global_holds_the_state_of_a_test_or_a_run():
+    """Issue 33: what one test or one run knows travels in `TestState` and `RunState`
+    (and pytest's config.stash), never in a module global that a test must reset."""
+    root = Path(__file__).resolve().parents[2]
+    assert rebound_globals(root, ("harness", "strategies")) == set(PROCESS_GLOBALS)
+
+
+def test_a_rebound_global_is_found(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "m.py").write_text("_seen = None\n\ndef f():\n    global _seen\n"
+                                           "    _seen = 1\n")
+    assert rebound_globals(tmp_path, ("pkg",)) == {("pkg/m.py", "_seen")}
