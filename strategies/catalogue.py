@@ -19,6 +19,7 @@ implementation takes it, C-contiguous arrays; the data are seeded noise.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from harness import ties
@@ -35,8 +36,10 @@ NEIGHBOUR_FEATURES = archetypes.FEATURES + ("outputs",)
 OUTPUTS = 4
 
 
-#: a tie visit's ``feature``: this and the tie's name ("tie N=K")
+#: a tie visit's ``feature``: this and the tie's name ("tie N=K"); a crossing visit's:
+#: this and the crossing's name ("crossing W~X")
 TIE = "tie "
+CROSSING = "crossing "
 
 
 @dataclass(frozen=True)
@@ -56,12 +59,21 @@ class Visit:
             return f"its declared path {self.path!r}"
         if self.tie is not None:
             return f"{self.archetype.label} made a tie, {ties.BY_NAME[self.tie].text}"
+        if self.crossing is not None:
+            return (f"{self.archetype.label} made a crossing, "
+                    f"{ties.CROSSING_BY_NAME[self.crossing].text}")
         return self.archetype.label + (f"'s {self.feature} neighbour" if self.feature else "")
 
     @property
     def tie(self) -> str | None:
         """The tie (harness/ties.py) this visit's archetype was made into, if any."""
         return self.feature[len(TIE):] if self.feature and self.feature.startswith(TIE) else None
+
+    @property
+    def crossing(self) -> str | None:
+        """The crossing (harness/ties.py) this visit's archetype was made into, if any."""
+        return (self.feature[len(CROSSING):]
+                if self.feature and self.feature.startswith(CROSSING) else None)
 
     def case(self) -> ConvCase:
         """The visit's case: seeded noise in every array, C-contiguous."""
@@ -154,6 +166,49 @@ def tie_visits(op: str, caps: Capabilities) -> tuple[Visit, ...]:
                     if q not in out and not caps.excludes(ConvCase.bare(q))]
             if made:
                 out[made[0]] = Visit(arch, TIE + tie.name, made[0])
+    return tuple(out.values())
+
+
+def crossed(p: ConvProblem) -> ConvProblem | None:
+    """``p`` with its dilated kernel longer than the input on one axis and shorter on
+    another (the crossing W~X): on the first axis whose padding lets the input be one
+    position shorter than the kernel's span, the input that long; where no other axis
+    is then longer than the span, the next one a position longer than it. None where
+    no axis can be crossed (a 1x1 kernel; no padding on any axis with a longer kernel)
+    or the problem is transposed (its input is the small side of a convolution)."""
+    if p.spec.transposed:
+        return None
+    spans = ties.dilated_kernel(p)
+    for axis, (span, pad) in enumerate(zip(spans, p.padding)):
+        if span < 2 or pad < 1:
+            continue
+        sizes = list(p.input_size)
+        sizes[axis] = span - 1
+        others = [a for a in range(len(sizes)) if a != axis]
+        if others and all(sizes[a] <= spans[a] for a in others):
+            sizes[others[0]] = spans[others[0]] + 1
+        try:
+            q = dataclasses.replace(p, input_size=tuple(sizes))
+        except ValueError:
+            continue
+        if ties.CROSSING_BY_NAME["W~X"].holds(q):
+            return q
+    return None
+
+
+def crossing_visits(op: str, caps: Capabilities) -> tuple[Visit, ...]:
+    """Each archetype of ``op`` crossed (`crossed`) at its own kernel, stride, padding
+    and dilation: a 7x7 stem's kernel longer than a 6-long input on one axis, a
+    dilation-6 kernel's 13 taps over 12 positions. Random draws cross in about a fifth
+    of conv2d problems, nearly all with kernels of two or three taps; code that takes
+    a path of its own for long kernels (an FFT, a kernel-as-input GEMM) meets the
+    crossing there only here."""
+    out: dict[ConvProblem, Visit] = {}
+    for arch in archetypes.for_op(op):
+        base = _problem(arch, None, caps)
+        q = crossed(base) if base is not None else None
+        if q is not None and q not in out and not caps.excludes(ConvCase.bare(q)):
+            out[q] = Visit(arch, CROSSING + "W~X", q)
     return tuple(out.values())
 
 

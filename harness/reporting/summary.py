@@ -213,8 +213,8 @@ class Summary:
         visits = tally.pop(coverage.VISITS, 0)
         if visits:
             lines.append(f"  catalogue sweep: {visits} visits (each archetype, its one-step "
-                         "neighbours and its ties, and each declared path, once per check "
-                         "that passed)")
+                         "neighbours, its ties and its crossing, and each declared path, once "
+                         "per check that passed)")
         if record.largest:
             labels = {"batch": "batch", "channels_per_group": "channels per group",
                       "positions": "output positions per image", "kernel": "kernel",

@@ -46,6 +46,7 @@ def sweep(state: TestState, target: Target, check: str) -> list[Missed]:
     missed = []
     caps = suite.check_capabilities(target, check)
     visits = (catalogue.visits(target.op, caps) + catalogue.tie_visits(target.op, caps)
+              + catalogue.crossing_visits(target.op, caps)
               + catalogue.path_visits(target.op, caps, target.impl.paths))
     chosen = state.budget.chosen.bounds if state.budget.chosen is not None else None
     if chosen is not None:
@@ -99,6 +100,9 @@ def unshrunk(target: Target, check: str, visit: catalogue.Visit, failure: CheckF
            else "a search focused on its archetype did not meet the failure, so Hypothesis "
            "did not shrink it; its explanation shrinks it along the tie where it can"
            if visit.tie is not None
+           else "a search focused on its archetype did not meet the failure, so Hypothesis "
+           "did not shrink it; its explanation names the crossing where the bug follows it"
+           if visit.crossing is not None
            else "a search focused on it did not meet the failure: not shrunk")
     lines = text.split("\n")
     text = "\n".join(lines[:3] + [f"found on:   {visit.label} (the catalogue sweep; {why})"]

@@ -60,6 +60,10 @@ which independent draws rarely make (harness/ties.py):
                         the branch for a kernel larger than the input, which
                         flips it
                         -> the kernel longer than the input on one axis only
+    stem_crossed        the same wrong branch on a ResNet stem's path alone (7x7,
+                        stride 2, padding 3): random draws cross such a kernel
+                        rarely; the sweep's crossing visit of the stem makes it
+                        -> the stem, crossed
 """
 
 from __future__ import annotations
@@ -209,3 +213,13 @@ def _crossing_swap(conv, x, weight, bias, kw):
 
 
 crossing_swap = _module(conv2d=_wrapped("conv2d", _crossing_swap))
+
+
+def _stem_crossed(conv, x, weight, bias, kw):
+    if weight.shape[2:] != (7, 7) or kw["stride"] != (2, 2) or kw["padding"] != (3, 3) \
+            or kw["dilation"] != (1, 1):
+        return conv(x, weight, bias, **kw)
+    return _crossing_swap(conv, x, weight, bias, kw)
+
+
+stem_crossed = _module(conv2d=_wrapped("conv2d", _stem_crossed))

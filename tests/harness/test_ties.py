@@ -251,6 +251,39 @@ def test_crossing_swap_is_wrong_on_a_crossing_only():
         input_size=(1, 2), kernel_size=(2, 1), padding=(1, 0))))
 
 
+def test_the_sweep_crosses_each_archetype_at_its_own_geometry():
+    """A crossing visit shortens one axis's input to a position below the kernel's span
+    (where the padding allows it) and keeps another longer: the stem's 7x7 kernel over
+    6x8, deeplab's dilation-6 span of 13 over 12. One axis, or a transposed problem,
+    has nothing to cross. The stem's visit fails stem_crossed."""
+    caps = Capabilities()
+    visits = {v.archetype.label: v for v in catalogue.crossing_visits("conv2d", caps)}
+    stem = visits["resnet 7x7 s2 p3 stem"]
+    assert stem.crossing == "W~X" and "stem made a crossing" in stem.label
+    assert stem.problem.input_size == (6, 8) and _crossed(stem.problem)
+    assert visits["deeplab 3x3 d6 p6"].problem.input_size[0] == 12
+    assert all(_crossed(v.problem) for v in visits.values())
+    assert catalogue.crossing_visits("conv1d", caps) == ()
+    assert catalogue.crossing_visits("conv_transpose2d", caps) == ()
+    impl = load_implementation(f"{HERE / 'fast_paths.py'}:stem_crossed")
+    assert fails("forward", impl, stem.case())
+    assert not fails("forward", impl, visits["convnext depthwise 7x7 p3"].case())
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_crossing_at_a_stems_geometry_is_found_through_the_sweep(seed, tmp_path,
+                                                                   monkeypatch):
+    """``stem_crossed`` takes the crossing's wrong branch on the 7x7 stride-2 stem alone.
+    The random draws of seeds 1 and 2 cross no such kernel (without the crossing visits
+    those runs pass it); the stem's crossing visit fails, a search focused on the stem
+    meets and shrinks it: one entry, one image and channel, the trigger the crossing."""
+    bug, p, _, _ = _one_entry("stem_crossed", seed, tmp_path, monkeypatch)
+    assert (p.kernel_size, p.stride, p.padding) == ((7, 7), (2, 2), (3, 3)), p.describe()
+    assert _crossed(p) and p.batch == p.in_channels == p.out_channels == 1, p.describe()
+    assert bug["trigger"].startswith("fails when " + ties.CROSSING_BY_NAME["W~X"].text), bug
+    assert bug["reproduces_alone"] is True
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_default_run_finds_a_bug_on_a_crossing_and_names_it(seed, tmp_path, monkeypatch):
     """About a fifth of the conv2d problems drawn cross the kernel and the input, so a
