@@ -136,6 +136,23 @@ def test_a_size_met_far_from_its_boundary_is_bisected_to_it(feature, far, bounda
     assert boundary - 1 in row.passes and boundary in row.fails
 
 
+def test_the_smaller_case_is_the_plainest_in_one_explanation():
+    """Issue 34: a sweep visit's case, which Hypothesis did not shrink (batch 2, two
+    channels, a 7x7 kernel with padding 3, 98 out channels), of a bug from 33 out
+    channels on: its explanation's smaller case has every feature it is independent
+    of at its trivial value and the out channels at the boundary, at once, where a
+    reshrink per feature would take five rounds."""
+    far = problem(batch=2, in_channels=2, out_channels=98, input_size=(4, 4),
+                  kernel_size=(7, 7), padding=(3, 3), dtype="float32")
+
+    def probe(c: ConvCase) -> bool:
+        return c.problem.out_channels >= 33
+
+    smaller = explain(constant_case(far), probe, Capabilities()).smaller.problem
+    assert (smaller.batch, smaller.in_channels, smaller.out_channels) == (1, 1, 33), smaller
+    assert (smaller.kernel_size, smaller.padding) == ((1, 1), (0, 0)), smaller.describe()
+
+
 def test_a_product_condition_tries_the_smaller_values_each_component_can_carry():
     """Issue 34: under square-only capabilities the smallest kernel above one tap has
     four, so a minimal problem with a 2x2 kernel read "K >= 4". Two channels and one
