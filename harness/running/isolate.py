@@ -451,7 +451,7 @@ class CrashRecorder:
 
     At every moment after the first call, a complete record of the last call
     made is on disk: the record is written under a temporary name and takes
-    its name atomically (`atomic_write`), and when the call returns it is
+    its name atomically (a rename), and when the call returns it is
     renamed (one atomic step) to the *returned* record, which is removed only
     once the next call's record has its name. A process that dies while the
     next record is being written (a crash at the next allocation after a
