@@ -298,11 +298,14 @@ def merge(bugs: list[Bug], order: list[str]) -> list[Bug]:
 
 def _simpler(bug: Bug, entry: Bug) -> bool:
     """Whether ``bug``'s case should stand for ``entry``: the same kind and function,
-    a smaller problem, with a case file, and no worse at reproducing alone."""
+    a smaller problem, with a case file, no worse at reproducing alone, and inside
+    the entry's trigger (a finding merged for another region of one bug, "also fails
+    when: stride = 3", must not show under "fails when stride = 2")."""
     return (bug.case_file is not None and (bug.failure, bug.function) == (entry.failure,
                                                                            entry.function)
             and _size(bug) < _size(entry) and (bug.alone is True or entry.alone is not True)
-            and not bug.not_minimal)
+            and not bug.not_minimal
+            and matches(entry.conditions, bug.problem, bug.layouts))
 
 
 def _size(bug: Bug) -> tuple[int, ...]:

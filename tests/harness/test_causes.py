@@ -294,6 +294,26 @@ def test_an_entry_keeps_the_plainer_of_two_cases_of_one_size():
         "plain.json", [1], ["forward", "delta_kernel"])
 
 
+def test_an_entry_shows_no_case_outside_its_own_trigger():
+    """A finding merged into an entry for another region of the same bug (the wav2vec
+    bug at kernel = stride = 3 on one input, beside its entry at stride 2, kernel 2 on
+    three) is smaller, but outside the entry's trigger ("stride = 2"): the entry keeps
+    its own case, and the other is listed as where it also fails."""
+    conv1 = dict(op="conv1d", kernel_size=(2,), stride=(2,), padding=(0,), input_size=(3,),
+                 dilation=(1,))
+    stride_2 = [("stride", "in", (2,), 0)]
+    own = _bug("forward", "conv1d", problem(**conv1), stride_2, case_file="own.json",
+               alone=True)
+    other = _bug("forward", "conv1d", problem(**{**conv1, "kernel_size": (3,),
+                                                 "stride": (3,), "padding": (1,),
+                                                 "input_size": (1,)}),
+                 [("stride", ">=", 3, 0)], check="delta_kernel", case_file="other.json",
+                 alone=True)
+    assert other.problem.size_rank() < own.problem.size_rank()
+    (entry,) = merge([own, other], ["forward", "delta_kernel"])
+    assert (entry.case_file, entry.params["stride"]) == ("own.json", [2])
+
+
 @pytest.mark.parametrize("name, stride, axes", [
     ("nd_any_axis", (1, 1, 2), None), ("nd_any_axis", (1, 2), None), ("nd_any_axis", (2,), 1),
     ("nd_two_causes", (1, 1, 2), 3)])
