@@ -1,6 +1,6 @@
 """Given problems instead of drawn ones: ``--conv-problem DESC`` (issue 22).
 
-Given problems (`conv_problems`'s ``given``), it draws only from them: every
+Given problems (`conv_problems`'s ``given``), `conv_problems` draws only those: every
 check runs on exactly those problems and draws only their values, memory
 layouts and whatever the check itself adds. A problem is used as given, with
 two exceptions a check's own needs force:
@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from harness.problem import ConvProblem
 from harness.running.capabilities import Capabilities
+
 
 def given_problems(problems: Iterable[ConvProblem]) -> tuple[ConvProblem, ...]:
     """``problems`` as `conv_problems`'s ``given`` takes them: each once, in order."""

@@ -96,12 +96,12 @@ def unshrunk(target: Target, check: str, visit: catalogue.Visit, failure: CheckF
     case = visit.case()
     text = suite.failure_text(target.impl, case, failure, check)
     path = suite.save_failure(target, failure, check, text, case)
+    unmet = ("a search focused on its archetype did not meet the failure, so Hypothesis "
+             "did not shrink it; ")
     why = ("a declared path's problem is not searched: not shrunk" if visit.archetype is None
-           else "a search focused on its archetype did not meet the failure, so Hypothesis "
-           "did not shrink it; its explanation shrinks it along the tie where it can"
+           else unmet + "its explanation shrinks it along the tie where it can"
            if visit.tie is not None
-           else "a search focused on its archetype did not meet the failure, so Hypothesis "
-           "did not shrink it; its explanation names the crossing where the bug follows it"
+           else unmet + "its explanation names the crossing where the bug follows it"
            if visit.crossing is not None
            else "a search focused on it did not meet the failure: not shrunk")
     lines = text.split("\n")
