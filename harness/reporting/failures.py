@@ -23,7 +23,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.descriptor import format_descriptor
-from harness.problem import ARRAY_NAMES, LAYOUTS, OPS, ConvCase, ConvProblem
+from harness.problem import ALL_DTYPES, ARRAY_NAMES, LAYOUTS, OPS, ConvCase, ConvProblem
 from harness.running.loader import is_path, split_spec
 
 SCHEMA_VERSION = 1
@@ -265,8 +265,8 @@ def case_from_record(record: dict[str, Any], path: Path | str = "<record>") -> C
     """The `ConvCase` of a record: the same values, dtype and memory layouts."""
     try:
         problem = ConvProblem.from_params(record["op"], record["params"])
-        if problem.dtype not in ("float16", "float32", "float64"):
-            raise ValueError(f"dtype {problem.dtype!r} is not float16, float32 or float64")
+        if problem.dtype not in ALL_DTYPES:
+            raise ValueError(f"dtype {problem.dtype!r} is not one of {', '.join(ALL_DTYPES)}")
         shapes = problem.shapes()
         arrays: dict[str, np.ndarray | None] = {}
         for name in ARRAY_NAMES:

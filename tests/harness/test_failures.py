@@ -58,7 +58,7 @@ def make_case(dtype="float64", bias=True, layouts=None, seed=0) -> ConvCase:
                     grad_output=values(shapes["grad_output"]), layouts=layouts or {})
 
 
-@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "bfloat16"])
 @pytest.mark.parametrize("bias", [True, False])
 def test_case_file_round_trip_is_exact(tmp_path, dtype, bias):
     layouts = {"x": "F", "weight": "strided", "grad_output": "reversed"}
@@ -144,12 +144,13 @@ def test_bad_case_files_are_clear_errors(tmp_path):
         "badop.json": dump_record({**good, "op": "conv9d"}),
         "shape.json": dump_record({**good, "inputs": {**good["inputs"], "x": [[1.0]]}}),
         "layout.json": dump_record({**good, "layouts": {"x": "diagonal"}}),
+        "dtype.json": dump_record({**good, "params": {**good["params"], "dtype": "int8"}}),
     }
     expected = {"missing.json": "no such case file", "truncated.json": "truncated",
                 "empty.json": "empty", "v2.json": "schema version 2",
                 "list.json": "not a case file", "nokeys.json": "missing op, check",
                 "badop.json": "unknown op 'conv9d'", "shape.json": "shape",
-                "layout.json": "diagonal"}
+                "layout.json": "diagonal", "dtype.json": "dtype 'int8' is not one of"}
     for name, content in cases.items():
         path = tmp_path / name
         if content is not None:

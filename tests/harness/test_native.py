@@ -343,3 +343,71 @@ def test_torchs_own_conv2d_crashes_for_a_bfloat16_channels_last_weight():
         memory_format=torch.channels_last)
     assert crashes_torch(weight, (3, 2), (1, 1), (1, 2))
     assert not crashes_torch(weight.contiguous(), (3, 2), (1, 1), (1, 2))
+
+
+_TORCH_FLOAT16_CRASH = """
+import sys, torch
+dtype = getattr(torch, sys.argv[1])
+x, weight = torch.ones(1, 2, 1, 1, dtype=dtype), torch.ones(2, 1, 1, 1, dtype=dtype)
+torch.nn.functional.conv2d(x, weight, None, stride=(1, 2), padding=(0, 1), dilation=(1, 2),
+                           groups=2)
+"""
+
+
+def test_torchs_own_float16_conv2d_crashes():
+    """Found by test_torch_functional_passes_every_oracle_check_in_every_layout (torch
+    2.13.0, CPU, float16, 3 groups, a Fortran-ordered input): F.conv2d dies of a
+    segmentation fault in float16 where an axis has a stride and a dilation of 2 and
+    padding 1, whatever the arrays' memory; one 1x1 image of two channels in two groups
+    is enough, and the same call in float32 runs. tests/harness/torch_impls.py computes
+    such a float16 convolution in float32 (`crashes_torch_float16`); when torch fixes
+    it, this test says so."""
+    import subprocess
+    import sys
+    from tests.harness.torch_impls import crashes_torch_float16, torch_conv2d
+    runs = {dtype: subprocess.run([sys.executable, "-c", _TORCH_FLOAT16_CRASH, dtype],
+                                  capture_output=True, timeout=300).returncode
+            for dtype in ("float16", "float32")}
+    assert runs == {"float16": -11, "float32": 0}, runs
+    weight = torch.ones(2, 1, 1, 1, dtype=torch.float16)
+    assert crashes_torch_float16(weight, (1, 2), (0, 1), (1, 2))
+    assert not crashes_torch_float16(weight.float(), (1, 2), (0, 1), (1, 2))
+    assert not crashes_torch_float16(weight, (1, 2), (0, 1), (1, 1))
+    x = torch.arange(6.0).reshape(1, 2, 1, 3)
+    expected = torch.nn.functional.conv2d(x, weight.float(), None, (1, 2), (0, 1), (1, 2), 2)
+    assert torch.equal(torch_conv2d(x.half(), weight, None, (1, 2), (0, 1), (1, 2), 2),
+                       expected.half())
+
+
+_TORCH_GARBAGE = """
+import sys, torch
+dtype = getattr(torch, sys.argv[1])
+wrong = 0
+for _ in range(200):
+    junk = [torch.randn(64, 64).to(dtype) * 1e18 for _ in range(4)]  # freed memory not 0
+    del junk
+    x = torch.zeros(2, 2, 3, 6, 3, dtype=dtype)
+    y = torch.nn.functional.conv3d(x, torch.ones(1, 2, 1, 1, 2, dtype=dtype), None,
+                                   (1, 2, 3), 0, (1, 1, 2))
+    wrong += not bool((y == 0).all())
+print(wrong)
+"""
+
+
+def test_torchs_own_bfloat16_conv3d_reads_garbage():
+    """Found by test_a_run_of_torch_functional_finds_nothing (torch 2.13.0, CPU): conv3d
+    in bfloat16 of an input of zeros gives garbage (3.99e18 once) where the last axis
+    has a stride of 3, a dilation of 2 and a 2-tap kernel over 3 positions: it reads
+    memory it did not write, so its result depends on what was there (the harness saw
+    "results depend on earlier calls"). The same call in float32 gives zeros. Its
+    functional implementation does not declare bfloat16 for conv3d on the CPU; when
+    torch fixes it, this test says so. In a fresh process (what a long-lived one left
+    in freed memory decides what is read), 200 tries each after freeing large values:
+    one wrong result is enough (measured: 189 and 193 of 200, on 1 and 2 threads)."""
+    import subprocess
+    import sys
+    wrong = {dtype: int(subprocess.run([sys.executable, "-c", _TORCH_GARBAGE, dtype],
+                                       capture_output=True, text=True, timeout=300,
+                                       check=True).stdout)
+             for dtype in ("bfloat16", "float32")}
+    assert wrong["bfloat16"] > 0 and wrong["float32"] == 0, wrong
