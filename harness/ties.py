@@ -183,11 +183,13 @@ def retied(p: ConvProblem, name: str) -> list[ConvProblem]:
 
 
 def _kernel(p: ConvProblem, kernel: tuple[int, ...]) -> ConvProblem | None:
-    """``p`` with ``kernel``, the input kept (None where invalid)."""
+    """``p`` with ``kernel``, the input kept (None where invalid: no output position on
+    some axis, as a transposed problem's padding leaves with a shorter kernel)."""
     try:
-        return dataclasses.replace(p, kernel_size=kernel)
+        q = dataclasses.replace(p, kernel_size=kernel)
     except ValueError:
         return None
+    return q if min(q.output_size) >= 1 else None
 
 
 def _kernel_axis(p: ConvProblem, axis: int, size: int) -> ConvProblem | None:
@@ -278,6 +280,52 @@ def dilated_kernel(p: ConvProblem) -> tuple[int, ...]:
     return tuple(d * (k - 1) + 1 for k, d in zip(p.kernel_size, p.dilation))
 
 
+def axis_positions(p: ConvProblem) -> tuple[int, ...]:
+    """The positions of each axis the GEMM runs over (`positions`, per axis)."""
+    return p.input_size if p.spec.transposed else p.output_size
+
+
+def _kernel_span(p: ConvProblem, axis: int, span: int) -> ConvProblem | None:
+    """``p`` with the least kernel on ``axis`` whose dilated span is at least ``span``,
+    the input kept (None where the padded input cannot hold it)."""
+    d = p.dilation[axis]
+    return _kernel_axis(p, axis, max(1, -(-(span - 1) // d) + 1))
+
+
+def _kernel_widest(p: ConvProblem, axis: int) -> ConvProblem | None:
+    """``p`` with the widest kernel the padded input holds on ``axis``: one output there
+    (a transposed problem: its input kept, so its kernel made as long as that)."""
+    if p.spec.transposed:
+        return _kernel_axis(p, axis, max(p.kernel_size[axis], p.input_size[axis]))
+    room = p.input_size[axis] + 2 * p.padding[axis] - 1
+    return _kernel_axis(p, axis, room // p.dilation[axis] + 1)
+
+
+def _input_longer(p: ConvProblem, axis: int) -> ConvProblem:
+    return dataclasses.replace(p, input_size=p.input_size[:axis] + (p.input_size[axis] + 1,)
+                               + p.input_size[axis + 1:])
+
+
+def _span_again(p: ConvProblem, a: int, b: int, axis: int) -> ConvProblem | None:
+    return _input_longer(p, axis) if a < b else None
+
+
+def _span_fits(p: ConvProblem, a: int, b: int, axis: int) -> ConvProblem | None:
+    return _kernel_axis(p, axis, 1) if a > b else p
+
+
+def _span_covers(p: ConvProblem, a: int, b: int, axis: int) -> ConvProblem | None:
+    return _kernel_span(p, axis, b) if a < b else p
+
+
+def _taps_covers(p: ConvProblem, a: int, b: int, axis: int) -> ConvProblem | None:
+    return _kernel_widest(p, axis) if a < b else p
+
+
+#: a change of one axis of a problem, given the crossing's two sizes there
+AxisMove = Callable[[ConvProblem, int, int, int], "ConvProblem | None"]
+
+
 @dataclass(frozen=True)
 class Crossing:
     """Two per-axis sizes of different arrays, one larger on some axis and smaller on
@@ -291,52 +339,55 @@ class Crossing:
     left: Callable[[ConvProblem], tuple[int, ...]]
     right: Callable[[ConvProblem], tuple[int, ...]]
     components: frozenset[str]
+    #: the crossing made at other sizes: one axis changed where the left is the smaller
+    again: AxisMove = _span_again
+    #: the crossing undone: the left made the smaller (``fits``), or the larger
+    #: (``covers``), on each axis where it was not
+    fits: AxisMove = _span_fits
+    covers: AxisMove = _taps_covers
 
     def holds(self, p: ConvProblem) -> bool:
         pairs = list(zip(self.left(p), self.right(p)))
         return any(a > b for a, b in pairs) and any(a < b for a, b in pairs)
 
 
+_AXIS_SIZES = frozenset({"kernel", "dilation", "padding", "outputs", "stride", "remainder",
+                         "extent", "positions"})
 CROSSINGS: tuple[Crossing, ...] = (
     Crossing("W~X", "the kernel (dilated) larger than the input on one axis and smaller on "
-             "another", dilated_kernel, lambda p: p.input_size,
-             frozenset({"kernel", "dilation", "padding", "outputs", "stride", "remainder",
-                        "extent", "positions"})),
+             "another", dilated_kernel, lambda p: p.input_size, _AXIS_SIZES,
+             covers=_span_covers),
+    # grad_weight correlates the input with the output gradient: code that picks which
+    # of the two slides over the other by comparing the kernel's and the outputs'
+    # shapes (a real autodiff library's backward recursed forever there: 2x1 kernel,
+    # 1x2 outputs) finds neither the larger
+    Crossing("W~O", "the kernel larger than the outputs on one axis and smaller on another",
+             lambda p: p.kernel_size, axis_positions, _AXIS_SIZES),
 )
 CROSSING_BY_NAME: dict[str, Crossing] = {c.name: c for c in CROSSINGS}
 
 
-def _kernel_span(p: ConvProblem, axis: int, span: int) -> ConvProblem | None:
-    """``p`` with the least kernel on ``axis`` whose dilated span is at least ``span``,
-    the input kept (None where the padded input cannot hold it)."""
-    d = p.dilation[axis]
-    return _kernel_axis(p, axis, max(1, -(-(span - 1) // d) + 1))
-
-
 def crossed_again(p: ConvProblem, name: str) -> list[ConvProblem]:
-    """``p`` crossed at other sizes: the input a position longer on each axis where it
-    is the longer (a kernel a tap longer would change which of its taps meet the
-    data, and with it what a bug shows)."""
+    """``p`` crossed at other sizes: the input a position longer on each axis where the
+    kernel is the shorter (a kernel a tap longer would change which of its taps meet
+    the data, and with it what a bug shows)."""
     crossing, out = CROSSING_BY_NAME[name], []
     for axis, (a, b) in enumerate(zip(crossing.left(p), crossing.right(p))):
-        if a < b:
-            sizes = p.input_size[:axis] + (p.input_size[axis] + 1,) + p.input_size[axis + 1:]
-            q = dataclasses.replace(p, input_size=sizes)
-            if crossing.holds(q) and q not in out:
-                out.append(q)
+        q = crossing.again(p, a, b, axis)
+        if q is not None and crossing.holds(q) and q not in out:
+            out.append(q)
     return out
 
 
 def uncrossed(p: ConvProblem, name: str) -> list[ConvProblem]:
     """``p`` with the kernel the smaller on every axis (one tap where it was the larger),
-    and with it the larger on every axis (as long as the input where it was shorter):
-    the crossing undone each way, the kernel kept above one tap somewhere."""
+    and with it the larger on every axis (covering the input, or the outputs, where it
+    was the shorter): the crossing undone each way, the kernel kept above one tap
+    somewhere."""
     crossing = CROSSING_BY_NAME[name]
     pairs = list(zip(crossing.left(p), crossing.right(p)))
     fits, covers = p, p
     for axis, (a, b) in enumerate(pairs):
-        if fits is not None and a > b:
-            fits = _kernel_axis(fits, axis, 1)
-        if covers is not None and a < b:
-            covers = _kernel_span(covers, axis, b)
+        fits = None if fits is None else crossing.fits(fits, a, b, axis)
+        covers = None if covers is None else crossing.covers(covers, a, b, axis)
     return [q for q in (fits, covers) if q is not None and not crossing.holds(q)]

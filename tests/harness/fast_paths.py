@@ -64,6 +64,12 @@ which independent draws rarely make (harness/ties.py):
                         stride 2, padding 3): random draws cross such a kernel
                         rarely; the sweep's crossing visit of the stem makes it
                         -> the stem, crossed
+    crossing_recursion  a conv2d backward that slides the smaller of the kernel
+                        and the output gradient over the other, picking it by
+                        comparing their shapes on every axis and, where neither
+                        is, asking again with the two swapped: it recurses
+                        forever (a real autodiff library's backward did)
+                        -> the kernel longer than the outputs on one axis only
 """
 
 from __future__ import annotations
@@ -71,6 +77,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from conv_impl import einsum
 
 try:
     from tests.harness.size_bugs import _module, _wrapped
@@ -223,3 +231,22 @@ def _stem_crossed(conv, x, weight, bias, kw):
 
 
 stem_crossed = _module(conv2d=_wrapped("conv2d", _stem_crossed))
+
+
+def _smaller_everywhere(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    """Which of two shapes slides over the other: the one no larger on any axis, else
+    the question asked the other way round (which never ends where they cross)."""
+    if all(i <= j for i, j in zip(a, b)):
+        return a
+    if all(j <= i for i, j in zip(a, b)):
+        return b
+    return _smaller_everywhere(b, a)
+
+
+def _crossing_recursion_backward(grad_output, x, weight, bias, **kw):
+    _smaller_everywhere(weight.shape[2:], grad_output.shape[2:])
+    return einsum.conv2d_backward(grad_output, x, weight, bias, **kw)
+
+
+_crossing_recursion_backward.__name__ = "conv2d_backward"
+crossing_recursion = _module(conv2d_backward=_crossing_recursion_backward)

@@ -293,3 +293,63 @@ def test_a_default_run_finds_a_bug_on_a_crossing_and_names_it(seed, tmp_path, mo
     assert _crossed(p) and p.batch == p.in_channels == p.out_channels == 1, p.describe()
     assert bug["trigger"].startswith("fails when " + ties.CROSSING_BY_NAME["W~X"].text), bug
     assert bug["reproduces_alone"] is True
+
+
+def _outputs_crossed(p: ConvProblem) -> bool:
+    return ties.CROSSING_BY_NAME["W~O"].holds(p)
+
+
+@pytest.mark.parametrize("op", ["conv2d", "conv_transpose2d", "conv3d"])
+@FAST
+@given(data=st.data())
+def test_each_crossing_made_again_or_undone_is_a_valid_problem(op, data):
+    """`ties.crossed_again` keeps the crossing, `ties.uncrossed` undoes it, both on valid
+    problems (a kernel that covers the outputs: the widest the padded input holds)."""
+    p = data.draw(conv_problems(op))
+    for crossing in ties.CROSSINGS:
+        if not crossing.holds(p):
+            continue
+        for q in ties.crossed_again(p, crossing.name):
+            assert crossing.holds(q) and min(q.output_size) >= 1, (crossing.name, q.describe())
+        for q in ties.uncrossed(p, crossing.name):
+            assert not crossing.holds(q) and min(q.output_size) >= 1, (crossing.name,
+                                                                       q.describe())
+
+
+def test_a_crossing_of_kernel_and_outputs_is_named_only_where_the_bug_follows_it():
+    """A 2x1 kernel over a 2x2 input: one output on h, two on w. The kernel is longer
+    than the outputs on h and shorter on w (a crossing of the grad_weight correlation's
+    two operands), but shorter than the input nowhere it is longer: not W~X. A bug of
+    that crossing is named so; a bug of a two-tap kernel on h alone is not."""
+    crossed = _problem(input_size=(2, 2), kernel_size=(2, 1))
+    assert _outputs_crossed(crossed) and not _crossed(crossed)
+    assert all(_outputs_crossed(q) for q in ties.crossed_again(crossed, "W~O"))
+    undone = ties.uncrossed(crossed, "W~O")
+    assert [q.kernel_size for q in undone] == [(1, 1), (2, 2)]
+    assert not any(_outputs_crossed(q) for q in undone)
+    text = ties.CROSSING_BY_NAME["W~O"].text
+    assert _trigger(crossed, _outputs_crossed) == text
+    assert _trigger(crossed, lambda p: p.kernel_size[0] >= 2) != text
+    assert "crossing W~O" in features(noise_case(crossed))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_backward_that_recurses_on_a_crossing_is_one_entry_that_names_it(
+        seed, tmp_path, monkeypatch):
+    """``crossing_recursion``'s backward asks which of the kernel and the output gradient
+    is the smaller on every axis, and asks again the other way round where neither is:
+    a real autodiff library's backward recursed forever there, on one channel, a 2x2
+    input and a 2x1 kernel. Each seed's default run gives one entry at that problem (or
+    its mirror, 1x2), its trigger the crossing of the kernel and the outputs."""
+    failures = tmp_path / "failures"
+    bugs, out = in_process.run_entries(f"{HERE / 'fast_paths.py'}:crossing_recursion",
+                                       ("grad_input", "grad_weight"), ("conv2d",), failures,
+                                       monkeypatch, seed=seed)
+    assert len(bugs) == 1, out[-3000:]
+    (bug,) = bugs
+    p = ConvProblem.from_params(bug["op"], bug["params"])
+    assert (bug["failure"], bug["function"]) == ("raised", "conv2d_backward"), bug
+    assert p.input_size == (2, 2) and p.kernel_size in ((2, 1), (1, 2)), p.describe()
+    assert p.batch == p.in_channels == p.out_channels == 1, p.describe()
+    assert bug["trigger"].startswith("fails when " + ties.CROSSING_BY_NAME["W~O"].text), bug
+    assert bug["reproduces_alone"] is True
