@@ -301,13 +301,13 @@ def _kernel_widest(p: ConvProblem, axis: int) -> ConvProblem | None:
     return _kernel_axis(p, axis, room // p.dilation[axis] + 1)
 
 
-def _input_longer(p: ConvProblem, axis: int) -> ConvProblem:
-    return dataclasses.replace(p, input_size=p.input_size[:axis] + (p.input_size[axis] + 1,)
+def _input_longer(p: ConvProblem, axis: int, by: int = 1) -> ConvProblem:
+    return dataclasses.replace(p, input_size=p.input_size[:axis] + (p.input_size[axis] + by,)
                                + p.input_size[axis + 1:])
 
 
-def _span_again(p: ConvProblem, a: int, b: int, axis: int) -> ConvProblem | None:
-    return _input_longer(p, axis) if a < b else None
+def _span_again(p: ConvProblem, a: int, b: int, axis: int) -> list[ConvProblem | None]:
+    return [_input_longer(p, axis)] if a < b else []
 
 
 def _span_fits(p: ConvProblem, a: int, b: int, axis: int) -> ConvProblem | None:
@@ -322,8 +322,61 @@ def _taps_covers(p: ConvProblem, a: int, b: int, axis: int) -> ConvProblem | Non
     return _kernel_widest(p, axis) if a < b else p
 
 
+def _kernel_and_input(p: ConvProblem, axis: int, taps: int,
+                      positions: int) -> ConvProblem | None:
+    """``p`` with ``taps`` more kernel taps and ``positions`` more input positions on
+    ``axis``."""
+    return _kernel_axis(_input_longer(p, axis, positions), axis, p.kernel_size[axis] + taps)
+
+
+def _span_tied_again(p: ConvProblem, a: int, b: int, axis: int) -> list[ConvProblem | None]:
+    """The span and the input a dilation step longer each: tied at the next size; and
+    tied with more outputs (padding on the axis), so that a bug of one output (which
+    the tie gives without padding) is not taken for one of the tie."""
+    if not a == b >= 2:
+        return []
+    padded = dataclasses.replace(p, padding=p.padding[:axis] + (p.padding[axis] + 1,)
+                                 + p.padding[axis + 1:])
+    return [_kernel_and_input(p, axis, 1, p.dilation[axis]),
+            padded if min(padded.output_size) >= 1 else None]
+
+
+def _taps_tied_again(p: ConvProblem, a: int, b: int, axis: int) -> list[ConvProblem | None]:
+    """A tap and an output position more: the input longer by a dilation step and a
+    stride (a transposed problem's positions are its input's: one more)."""
+    if not a == b >= 2:
+        return []
+    more = 1 if p.spec.transposed else p.dilation[axis] + p.stride[axis]
+    return [_kernel_and_input(p, axis, 1, more)]
+
+
+def _input_untied(p: ConvProblem, a: int, b: int, axis: int) -> ConvProblem | None:
+    """The input longer by a position (a stride where the positions are the outputs:
+    one more of them), the kernel kept: the tie broken by the input alone."""
+    if not a == b >= 2:
+        return p
+    more = 1 if p.spec.transposed else p.stride[axis]
+    return _kernel_and_input(p, axis, 0, more)
+
+
+def _kernel_untied(p: ConvProblem, a: int, b: int, axis: int) -> ConvProblem | None:
+    """The kernel a tap shorter, the input kept: the tie broken by the kernel alone."""
+    return _kernel_axis(p, axis, p.kernel_size[axis] - 1) if a == b >= 2 else p
+
+
 #: a change of one axis of a problem, given the crossing's two sizes there
 AxisMove = Callable[[ConvProblem, int, int, int], "ConvProblem | None"]
+#: the problems a crossing holds on at other sizes, from one axis
+AxisMoves = Callable[[ConvProblem, int, int, int], "list[ConvProblem | None]"]
+
+
+def _crossed(pairs: list[tuple[int, int]]) -> bool:
+    return any(a > b for a, b in pairs) and any(a < b for a, b in pairs)
+
+
+def _tied(pairs: list[tuple[int, int]]) -> bool:
+    """Equal on some axis, at 2 or more (at 1, every 1x1 kernel over one position)."""
+    return any(a == b >= 2 for a, b in pairs)
 
 
 @dataclass(frozen=True)
@@ -340,15 +393,17 @@ class Crossing:
     right: Callable[[ConvProblem], tuple[int, ...]]
     components: frozenset[str]
     #: the crossing made at other sizes: one axis changed where the left is the smaller
-    again: AxisMove = _span_again
+    again: AxisMoves = _span_again
     #: the crossing undone: the left made the smaller (``fits``), or the larger
     #: (``covers``), on each axis where it was not
     fits: AxisMove = _span_fits
     covers: AxisMove = _taps_covers
+    #: "crossing", or "tie" for a relation of two per-axis sizes equal on some axis
+    kind: str = "crossing"
 
     def holds(self, p: ConvProblem) -> bool:
         pairs = list(zip(self.left(p), self.right(p)))
-        return any(a > b for a, b in pairs) and any(a < b for a, b in pairs)
+        return _tied(pairs) if self.kind == "tie" else _crossed(pairs)
 
 
 _AXIS_SIZES = frozenset({"kernel", "dilation", "padding", "outputs", "stride", "remainder",
@@ -363,6 +418,14 @@ CROSSINGS: tuple[Crossing, ...] = (
     # 1x2 outputs) finds neither the larger
     Crossing("W~O", "the kernel larger than the outputs on one axis and smaller on another",
              lambda p: p.kernel_size, axis_positions, _AXIS_SIZES),
+    # per-axis ties: the branch where one operand exactly covers the other (a "full"
+    # correlation: one output; the kernel as long as the output gradient it meets)
+    Crossing("W=X", "the kernel (dilated) as long as the input on an axis", dilated_kernel,
+             lambda p: p.input_size, _AXIS_SIZES, again=_span_tied_again,
+             fits=_input_untied, covers=_kernel_untied, kind="tie"),
+    Crossing("W=O", "the kernel as long as the outputs on an axis", lambda p: p.kernel_size,
+             axis_positions, _AXIS_SIZES, again=_taps_tied_again, fits=_input_untied,
+             covers=_kernel_untied, kind="tie"),
 )
 CROSSING_BY_NAME: dict[str, Crossing] = {c.name: c for c in CROSSINGS}
 
@@ -370,12 +433,13 @@ CROSSING_BY_NAME: dict[str, Crossing] = {c.name: c for c in CROSSINGS}
 def crossed_again(p: ConvProblem, name: str) -> list[ConvProblem]:
     """``p`` crossed at other sizes: the input a position longer on each axis where the
     kernel is the shorter (a kernel a tap longer would change which of its taps meet
-    the data, and with it what a bug shows)."""
+    the data, and with it what a bug shows); a per-axis tie made at the next size on
+    each axis it holds on (the kernel a tap longer and the input to match)."""
     crossing, out = CROSSING_BY_NAME[name], []
     for axis, (a, b) in enumerate(zip(crossing.left(p), crossing.right(p))):
-        q = crossing.again(p, a, b, axis)
-        if q is not None and crossing.holds(q) and q not in out:
-            out.append(q)
+        for q in crossing.again(p, a, b, axis):
+            if q is not None and crossing.holds(q) and q not in out:
+                out.append(q)
     return out
 
 
@@ -383,7 +447,8 @@ def uncrossed(p: ConvProblem, name: str) -> list[ConvProblem]:
     """``p`` with the kernel the smaller on every axis (one tap where it was the larger),
     and with it the larger on every axis (covering the input, or the outputs, where it
     was the shorter): the crossing undone each way, the kernel kept above one tap
-    somewhere."""
+    somewhere. A per-axis tie is broken by the input alone (longer) and by the kernel
+    alone (a tap shorter)."""
     crossing = CROSSING_BY_NAME[name]
     pairs = list(zip(crossing.left(p), crossing.right(p)))
     fits, covers = p, p

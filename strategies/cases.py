@@ -248,7 +248,7 @@ def features(case: ConvCase) -> list[str]:
         out.append("bias None")
     # two sizes of different arrays equal (harness/ties.py): the summary counts each
     out += [f"tie {tie.name}" for tie in ties.TIES if tie.holds(p)]
-    out += [f"crossing {c.name}" for c in ties.CROSSINGS if c.holds(p)]
+    out += [f"{c.kind} {c.name}" for c in ties.CROSSINGS if c.holds(p)]
     out += sorted({f"layout {layout}" for layout in case.layouts.values() if layout != "C"})
     # torch's own formats, per tensor: a kernel may take channels-last for x and not
     # for its weight (pytorch#82060, #99519)

@@ -64,6 +64,10 @@ which independent draws rarely make (harness/ties.py):
                         stride 2, padding 3): random draws cross such a kernel
                         rarely; the sweep's crossing visit of the stem makes it
                         -> the stem, crossed
+    full_window         a conv2d with a path for an axis the dilated kernel spans
+                        exactly (the input as long as it), which reads the kernel
+                        flipped there (a "full" correlation's path)
+                        -> the kernel as long as the input on one axis
     crossing_recursion  a conv2d backward that slides the smaller of the kernel
                         and the output gradient over the other, picking it by
                         comparing their shapes on every axis and, where neither
@@ -250,3 +254,14 @@ def _crossing_recursion_backward(grad_output, x, weight, bias, **kw):
 
 _crossing_recursion_backward.__name__ = "conv2d_backward"
 crossing_recursion = _module(conv2d_backward=_crossing_recursion_backward)
+
+
+def _full_window(conv, x, weight, bias, kw):
+    span = [d * (k - 1) + 1 for k, d in zip(weight.shape[2:], kw["dilation"])]
+    tied = [axis for axis, (k, n) in enumerate(zip(span, x.shape[2:])) if k == n >= 2]
+    if not tied:
+        return conv(x, weight, bias, **kw)
+    return conv(x, np.ascontiguousarray(np.flip(weight, [2 + a for a in tied])), bias, **kw)
+
+
+full_window = _module(conv2d=_wrapped("conv2d", _full_window))

@@ -353,3 +353,40 @@ def test_a_backward_that_recurses_on_a_crossing_is_one_entry_that_names_it(
     assert p.batch == p.in_channels == p.out_channels == 1, p.describe()
     assert bug["trigger"].startswith("fails when " + ties.CROSSING_BY_NAME["W~O"].text), bug
     assert bug["reproduces_alone"] is True
+
+
+@pytest.mark.parametrize("name, tied", [
+    ("W=X", dict(input_size=(2, 1), kernel_size=(2, 1))),  # one output on h
+    ("W=X", dict(input_size=(3, 2), kernel_size=(2, 1), dilation=(2, 1))),
+    ("W=O", dict(input_size=(3, 1), kernel_size=(2, 1))),  # two taps, two outputs on h
+])
+def test_a_per_axis_tie_is_named_only_where_the_bug_follows_it(name, tied):
+    """The kernel's span as long as the input on an axis (W=X), or its taps as many as
+    the outputs (W=O): made at the next size, with padding (more outputs), and on the
+    other axis it fails; broken by the input alone or the kernel alone it passes. A
+    bug of one output, which W=X without padding also gives, or of a two-tap kernel,
+    keeps its own conditions."""
+    tie = ties.CROSSING_BY_NAME[name]
+    p = _problem(**tied)
+    assert tie.holds(p)
+    assert all(tie.holds(q) for q in ties.crossed_again(p, name))
+    assert len(ties.uncrossed(p, name)) == 2
+    assert not any(tie.holds(q) for q in ties.uncrossed(p, name))
+    assert _trigger(p, tie.holds) == tie.text
+    assert f"  {tie.text}  broken:pass  held*:FAIL" in _explained(p, tie.holds).table()
+    assert _trigger(p, lambda q: q.kernel_size[0] >= 2) != tie.text
+    assert _trigger(p, lambda q: q.kernel_size[0] >= 2 and q.output_size[0] == 1) != tie.text
+    assert f"tie {name}" in features(noise_case(p))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_default_run_finds_a_bug_on_a_per_axis_tie_and_names_it(seed, tmp_path,
+                                                                   monkeypatch):
+    """``full_window`` reads the kernel flipped on an axis its dilated span covers
+    exactly: each seed's run gives one entry, at a 2-tap kernel over 2 positions, its
+    trigger the tie (not "kernel >= 2 and outputs = 1", which the tie gives there)."""
+    bug, p, _, _ = _one_entry("full_window", seed, tmp_path, monkeypatch)
+    assert ties.CROSSING_BY_NAME["W=X"].holds(p), p.describe()
+    assert p.batch == p.in_channels == p.out_channels == 1, p.describe()
+    assert bug["trigger"].startswith("fails when " + ties.CROSSING_BY_NAME["W=X"].text), bug
+    assert bug["reproduces_alone"] is True
