@@ -51,6 +51,17 @@ class Check:
     test_module: str = "test_properties"
     #: for a check that runs only when asked: (the pytest option, why it is opt-in)
     opt_in: tuple[str, str] | None = None
+    #: for a check with cases of its own: a declared dispatch path's case (seeded
+    #: noise on the problem the implementation declares) as one of its cases, or
+    #: None where its cases cannot hold that problem (a pointwise check, a 3x3
+    #: path); without it, the catalogue sweep does not visit the check
+    visit: Callable[[ConvCase], ConvCase | None] | None = None
+
+    def visit_case(self, case: ConvCase) -> ConvCase | None:
+        """``case``, a sweep visit's, as this check takes it (None: it cannot)."""
+        if self.cases is None:
+            return case
+        return None if self.visit is None else self.visit(case)
 
     def functions(self, op: str) -> tuple[str, ...]:
         names = {"forward": op, "backward": f"{op}_backward"}

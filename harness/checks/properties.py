@@ -98,6 +98,7 @@ from harness.checks.tolerance import (
 from harness.problem import OPS, ConvCase, ConvProblem
 from harness.running.calling import CheckFailure, call_backward, call_forward, invoke
 from harness.running.loader import Implementation
+from strategies.cases import noise_case
 from strategies.invalid import invalid_cases
 
 U64 = FLOAT64_UNIT_ROUNDOFF
@@ -691,6 +692,30 @@ def check_invalid(impl: Implementation, case: ConvCase, timeout: float | None = 
 # registration
 # ----------------------------------------------------------------------------
 
+def _visit_small(case: ConvCase) -> ConvCase | None:
+    """A declared path's problem in float64, where finite differences can afford it."""
+    p = dataclasses.replace(case.problem, dtype="float64")
+    return noise_case(p) if fd_affordable(p) else None
+
+
+def _visit_batched(case: ConvCase) -> ConvCase | None:
+    """A declared path's problem with two images or more."""
+    return noise_case(dataclasses.replace(case.problem,
+                                                     batch=max(2, case.problem.batch)))
+
+
+def _visit_pointwise(case: ConvCase) -> ConvCase | None:
+    return case if all(k == 1 for k in case.problem.kernel_size) else None
+
+
+def _visit_delta(case: ConvCase) -> ConvCase | None:
+    """A declared path's case with its weight at the kernel's middle offset alone."""
+    middle = tuple(k // 2 for k in case.problem.kernel_size)
+    weight = np.zeros_like(case.weight)
+    weight[(Ellipsis, *middle)] = case.weight[(Ellipsis, *middle)]
+    return dataclasses.replace(case, weight=weight)
+
+
 register(Check("adjoint", check_adjoint, ("forward", "backward"), oracle=False, attribute=True,
                description="<conv(x, w), g> = <x, grad_input(g)> = <w, grad_weight(g)>, "
                            "grad_bias = sum of g, within the rounding bound"))
@@ -699,17 +724,18 @@ register(Check("linearity", check_linearity, (), oracle=False, cost=2.5, attribu
                            "gradients are the exact slopes of the affine loss"))
 register(Check("finite_difference", check_finite_difference, ("forward", "backward"),
                oracle=False, cases=small_float64_cases, cost=1.5, attribute=True,
+               visit=_visit_small,
                description="central differences of <conv(x, w, b), g> in float64 on small "
                            "problems"))
 register(Check("batch_consistency", check_batch_consistency, (), oracle=False,
-               cases=batch_cases, cost=2.0, attribute=True,
+               cases=batch_cases, cost=2.0, attribute=True, visit=_visit_batched,
                description="a batch's results are its images' results stacked (forward, "
                            "grad_input) or summed (grad_weight, grad_bias)"))
 register(Check("pointwise", check_pointwise, (), oracle=False, cases=pointwise_cases,
-               attribute=True,
+               attribute=True, visit=_visit_pointwise,
                description="a 1x1 kernel is a channel matmul of the padded, strided input"))
 register(Check("delta_kernel", check_delta_kernel, (), oracle=False, cases=delta_cases,
-               attribute=True,
+               attribute=True, visit=_visit_delta,
                description="a delta kernel shifts and subsamples the padded input"))
 
 

@@ -16,18 +16,19 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import pytest
 
 from harness.checks import oracle
 from harness.checks.registry import REGISTRY
-from harness.problem import OPS
+from harness.problem import OPS, ConvProblem
 from harness.reporting import coverage
 from harness.reporting.failures import atomic_write
 from harness.running.loader import Implementation
 from harness.triage.catalog import Bug, merge
 from harness.triage.search import BUGS
+from strategies.cases import noise_case
 from strategies.problems import never_drawn
 
 SUMMARY_FILE = "summary.json"
@@ -51,6 +52,8 @@ class ImplementationRecord:
     skipped: dict[tuple[str, str], str] = field(default_factory=dict)  # (check, op) -> why
     warnings: int = 0  # how many warnings its calls raised
     first_warning: str | None = None
+    #: check -> what its tests' examples exercised (the features and paths they counted)
+    reached: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
 
 
 class Summary:
@@ -110,6 +113,9 @@ class Summary:
             if report.skipped:
                 record.skipped[slot] = _skip_reason(report)
             record.tally.update(value["tally"])
+            if not report.skipped:
+                record.reached[value["check"]].update(
+                    name for name, count in value["tally"].items() if count)
             record.examples[slot] += value["tally"].get("examples", 0)
             record.bugs += [Bug.from_json(raw) for raw in value.get("bugs", [])]
             for name, size in value.get("sizes", {}).items():
@@ -153,6 +159,7 @@ class Summary:
                 "notes": sorted(notes), "largest": dict(record.largest),
                 "archetypes": coverage.archetypes(record.tally),
                 "paths": {path: record.tally.get(path, 0) for path in impl.paths},
+                "paths_by_check": {path: checks_reaching(record, path) for path in impl.paths},
                 "arrays": {"library": impl.capabilities.arrays,
                            "device": impl.capabilities.device, "derived": impl.derived()},
                 "crashed": list(record.crashed),
@@ -232,8 +239,8 @@ class Summary:
             lines.append("  archetypes reached: " + coverage.archetype_text(tally))
         if impl.paths:
             lines.append("  dispatch paths it declares (examples): " + ", ".join(
-                f"{path} ({tally.get(path, 0)}{': not reached' if not tally.get(path) else ''})"
-                for path in impl.paths))
+                f"{path} ({path_reach(record, path, problems)})"
+                for path, problems in impl.paths.items()))
         if tally:
             lines.append("  features covered: " + ", ".join(
                 f"{name} ({count})" for name, count in sorted(tally.items())
@@ -251,6 +258,44 @@ class Summary:
                          f"first: {first}")
         lines += not_run_lines(impl, record)
         return lines
+
+
+def checks_ran(record: ImplementationRecord) -> list[str]:
+    """The checks that ran (not skipped) on some operation, in the registry's order."""
+    ran = {check for (check, _), outcome in record.outcomes.items() if outcome != "skipped"}
+    return [check for check in REGISTRY if check in ran]
+
+
+def checks_reaching(record: ImplementationRecord, path: str) -> list[str]:
+    """The checks that ran whose examples took ``path``."""
+    return [check for check in checks_ran(record) if path in record.reached.get(check, ())]
+
+
+def can_hold(check: str, problems: Sequence[ConvProblem]) -> bool:
+    """Whether ``check``'s cases can hold one of a declared path's ``problems`` (a
+    pointwise check cannot hold a 3x3 path's; finite differences cannot afford a
+    large one)."""
+    return any(REGISTRY[check].visit_case(noise_case(p)) is not None for p in problems)
+
+
+def path_reach(record: ImplementationRecord, path: str,
+               problems: Sequence[ConvProblem] = ()) -> str:
+    """How many examples took a declared path, and in which checks that ran: each
+    check whose cases can hold the path's ``problems`` should have some (the sweep
+    visits them), so one without says so, and so do the checks that cannot."""
+    count = record.tally.get(path, 0)
+    if not count:
+        return "0: not reached"
+    ran = checks_ran(record)
+    unable = [check for check in ran if problems and not can_hold(check, problems)]
+    able = [check for check in ran if check not in unable]
+    missing = [check for check in able if check not in checks_reaching(record, path)]
+    text = (f"{count}; none in {', '.join(missing)}" if missing else
+            f"{count}, in each of the {len(able)} checks that can hold its problems"
+            if able else str(count))
+    if unable:
+        text += f"; {', '.join(unable)} cannot"
+    return text
 
 
 def bug_entry(bug: Bug) -> dict[str, Any]:

@@ -33,9 +33,11 @@ Missed = tuple[catalogue.Visit, CheckFailure]
 
 
 def applies(check: str, state: TestState) -> bool:
-    """Whether ``check`` is swept: it draws ordinary problems (not problems of its own),
+    """Whether ``check`` is swept: it draws ordinary problems, or problems of its own
+    that a declared path's problem can be made one of (then only those are visited),
     and the run draws from every problem (not only those of ``--conv-problem``)."""
-    return REGISTRY[check].cases is None and state.run.given is None
+    own = REGISTRY[check]
+    return (own.cases is None or own.visit is not None) and state.run.given is None
 
 
 def sweep(state: TestState, target: Target, check: str) -> list[Missed]:
@@ -45,9 +47,10 @@ def sweep(state: TestState, target: Target, check: str) -> list[Missed]:
         return []
     missed = []
     caps = suite.check_capabilities(target, check)
-    visits = (catalogue.visits(target.op, caps) + catalogue.tie_visits(target.op, caps)
-              + catalogue.crossing_visits(target.op, caps)
-              + catalogue.path_visits(target.op, caps, target.impl.paths))
+    visits = catalogue.path_visits(target.op, caps, target.impl.paths)
+    if REGISTRY[check].cases is None:  # a check of its own cases visits the paths alone
+        visits = (catalogue.visits(target.op, caps) + catalogue.tie_visits(target.op, caps)
+                  + catalogue.crossing_visits(target.op, caps) + visits)
     chosen = state.budget.chosen.bounds if state.budget.chosen is not None else None
     if chosen is not None:
         kept = tuple(v for v in visits if catalogue.within(v.problem, chosen))
@@ -60,7 +63,9 @@ def sweep(state: TestState, target: Target, check: str) -> list[Missed]:
             coverage.note(f"catalogue sweep of {target.op} {check} cut short by "
                           f"--conv-budget: {done} of {len(visits)} visits made")
             break
-        case = visit.case()
+        case = REGISTRY[check].visit_case(visit.case())
+        if case is None or caps.excludes(case):
+            continue  # the check's own cases cannot hold this problem
         coverage.record_visit(features(case))
         state.budget.examples += 1
         failures = examine(check, target.impl, case, target.timeout)

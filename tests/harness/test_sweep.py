@@ -25,7 +25,7 @@ from harness.reporting import coverage
 from harness.reporting.summary import Summary
 from harness.running.loader import SpecError, load_implementation
 from harness.running.target import Target
-from harness.state import RunState
+from harness.state import RunState, TestState
 from harness.triage import sweep
 from harness.triage.search import search_in_process
 from strategies import DEFAULT_BOUNDS, archetypes, catalogue, conv_problems
@@ -192,12 +192,14 @@ def test_a_bug_on_a_declared_path_is_found_by_the_sweep(tmp_path, monkeypatch):
 
 def test_each_declared_path_gets_examples_in_every_swept_check(tmp_path):
     """conv_impl.einsum declares its Winograd and FFT paths; a passing test visits each
-    path's problem and the tally counts the path; the summary lists them, and says
-    which were not reached."""
+    path's problem and the tally counts the path, in the checks of their own cases too
+    where those can hold it (two images for batch_consistency, a delta weight for
+    delta_kernel); the summary lists them, says which were not reached, in which checks
+    that ran a path got no example, and which checks cannot hold its problems."""
     impl = load_implementation("conv_impl.einsum")
     assert set(impl.paths) == {"einsum path: winograd F(4,3)", "einsum path: winograd F(2,3)",
                                "einsum path: fft"}
-    for check in ("forward", "grad_weight", "adjoint"):
+    for check in ("forward", "grad_weight", "adjoint", "batch_consistency", "delta_kernel"):
         tally = coverage.Tally()
         with in_process.profile(), coverage.tallying(tally):
             verdict = search_in_process(RunState(), Target(impl, "conv2d", 20.0, tmp_path),
@@ -205,8 +207,40 @@ def test_each_declared_path_gets_examples_in_every_swept_check(tmp_path):
         assert verdict is None
         assert all(tally.features[path] >= 1 for path in impl.paths), (check, tally.features)
     summary = Summary([impl])
-    summary.records[impl.name].tally.update({"einsum path: fft": 3,
-                                             "einsum path: winograd F(4,3)": 5})
+    record = summary.records[impl.name]
+    record.tally.update({"einsum path: fft": 3, "einsum path: winograd F(4,3)": 5})
+    record.outcomes.update({("forward", "conv2d"): "passed", ("grad_weight", "conv2d"): "passed",
+                            ("pointwise", "conv2d"): "passed", ("invalid", "conv2d"): "skipped"})
+    record.reached["forward"].update({"einsum path: fft", "einsum path: winograd F(4,3)"})
+    record.reached["grad_weight"].add("einsum path: winograd F(4,3)")
     (line,) = [x for x in summary.describe(impl) if "dispatch paths" in x]
     assert line == ("  dispatch paths it declares (examples): einsum path: winograd F(4,3) "
-                    "(5), einsum path: winograd F(2,3) (0: not reached), einsum path: fft (3)")
+                    "(5, in each of the 2 checks that can hold its problems; pointwise cannot), "
+                    "einsum path: winograd F(2,3) (0: not reached), "
+                    "einsum path: fft (3; none in grad_weight; pointwise cannot)")
+    assert summary.as_json()["implementations"][0]["paths_by_check"] == {
+        "einsum path: winograd F(4,3)": ["forward", "grad_weight"],
+        "einsum path: winograd F(2,3)": [], "einsum path: fft": ["forward"]}
+
+
+def test_checks_of_their_own_cases_visit_the_declared_paths_they_can_hold(tmp_path):
+    """The sweep of a check that draws cases of its own visits the declared problems
+    alone, each made one of its cases: delta_kernel (the weight at the kernel's middle
+    alone) meets wide_blocked's bug there; batch_consistency visits it with two images
+    (a bug the same in every image is not its to see); pointwise holds its 1x1 kernel,
+    finite_difference its 4x4 input in float64 (not conv_impl.einsum's 34x34 Winograd
+    layer: the summary says so); invalid draws invalid problems and is not swept."""
+    impl = load_implementation(f"{HERE / 'fast_paths.py'}:wide_blocked")
+    target = Target(impl, "conv2d", 20.0, tmp_path)
+    missed = sweep.sweep(TestState(), target, "delta_kernel")
+    assert [(v.path, v.problem.in_channels, f.check) for v, f in missed] == [
+        ("wide blocked", 96, "forward")]
+    assert sweep.sweep(TestState(), target, "batch_consistency") == []
+    visited = {}
+    for check in ("batch_consistency", "pointwise", "finite_difference", "invalid"):
+        tally = coverage.Tally()
+        with coverage.tallying(tally):
+            sweep.sweep(TestState(), target, check)
+        visited[check] = tally.features[coverage.VISITS]
+    assert visited == {"batch_consistency": 1, "pointwise": 1, "finite_difference": 1,
+                       "invalid": 0}
