@@ -51,10 +51,10 @@ class Check:
     test_module: str = "test_properties"
     #: for a check that runs only when asked: (the pytest option, why it is opt-in)
     opt_in: tuple[str, str] | None = None
-    #: for a check with cases of its own: a declared dispatch path's case (seeded
-    #: noise on the problem the implementation declares) as one of its cases, or
-    #: None where its cases cannot hold that problem (a pointwise check, a 3x3
-    #: path); without it, the catalogue sweep does not visit the check
+    #: for a check with cases of its own: a catalogue sweep visit's case (seeded noise
+    #: on an archetype's problem, or on one an implementation declares for a dispatch
+    #: path) as one of its cases, or None where its cases cannot hold that problem (a
+    #: pointwise check, a 3x3 kernel); without it, the sweep does not visit the check
     visit: Callable[[ConvCase], ConvCase | None] | None = None
 
     def visit_case(self, case: ConvCase) -> ConvCase | None:

@@ -693,13 +693,13 @@ def check_invalid(impl: Implementation, case: ConvCase, timeout: float | None = 
 # ----------------------------------------------------------------------------
 
 def _visit_small(case: ConvCase) -> ConvCase | None:
-    """A declared path's problem in float64, where finite differences can afford it."""
+    """A visit's problem in float64, where finite differences can afford it."""
     p = dataclasses.replace(case.problem, dtype="float64")
     return noise_case(p) if fd_affordable(p) else None
 
 
 def _visit_batched(case: ConvCase) -> ConvCase | None:
-    """A declared path's problem with two images or more."""
+    """A visit's problem with two images or more."""
     return noise_case(dataclasses.replace(case.problem,
                                                      batch=max(2, case.problem.batch)))
 
@@ -709,7 +709,7 @@ def _visit_pointwise(case: ConvCase) -> ConvCase | None:
 
 
 def _visit_delta(case: ConvCase) -> ConvCase | None:
-    """A declared path's case with its weight at the kernel's middle offset alone."""
+    """A visit's case with its weight at the kernel's middle offset alone."""
     middle = tuple(k // 2 for k in case.problem.kernel_size)
     weight = np.zeros_like(case.weight)
     weight[(Ellipsis, *middle)] = case.weight[(Ellipsis, *middle)]

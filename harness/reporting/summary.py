@@ -219,9 +219,10 @@ class Summary:
         lines.append(f"  examples tried: {examples}")
         visits = tally.pop(coverage.VISITS, 0)
         if visits:
-            lines.append(f"  catalogue sweep: {visits} visits (each archetype, its one-step "
-                         "neighbours, its ties and its crossing, and each declared path, once "
-                         "per check that passed)")
+            lines.append(f"  catalogue sweep: {visits} visits (each archetype and each "
+                         "declared path, once per check that passed and can hold them; for "
+                         "checks of ordinary problems also its one-step neighbours, its ties "
+                         "and its crossing)")
         if record.largest:
             labels = {"batch": "batch", "channels_per_group": "channels per group",
                       "positions": "output positions per image", "kernel": "kernel",

@@ -34,8 +34,9 @@ Missed = tuple[catalogue.Visit, CheckFailure]
 
 def applies(check: str, state: TestState) -> bool:
     """Whether ``check`` is swept: it draws ordinary problems, or problems of its own
-    that a declared path's problem can be made one of (then only those are visited),
-    and the run draws from every problem (not only those of ``--conv-problem``)."""
+    that a visit's problem can be made one of (`Check.visit`: then each archetype
+    itself and the declared paths are visited), and the run draws from every problem
+    (not only those of ``--conv-problem``)."""
     own = REGISTRY[check]
     return (own.cases is None or own.visit is not None) and state.run.given is None
 
@@ -47,10 +48,13 @@ def sweep(state: TestState, target: Target, check: str) -> list[Missed]:
         return []
     missed = []
     caps = suite.check_capabilities(target, check)
-    visits = catalogue.path_visits(target.op, caps, target.impl.paths)
-    if REGISTRY[check].cases is None:  # a check of its own cases visits the paths alone
+    paths = catalogue.path_visits(target.op, caps, target.impl.paths)
+    if REGISTRY[check].cases is None:
         visits = (catalogue.visits(target.op, caps) + catalogue.tie_visits(target.op, caps)
-                  + catalogue.crossing_visits(target.op, caps) + visits)
+                  + catalogue.crossing_visits(target.op, caps) + paths)
+    else:  # a check of its own cases: each archetype itself, and the declared paths
+        visits = tuple(v for v in catalogue.visits(target.op, caps)
+                       if v.feature is None) + paths
     chosen = state.budget.chosen.bounds if state.budget.chosen is not None else None
     if chosen is not None:
         kept = tuple(v for v in visits if catalogue.within(v.problem, chosen))

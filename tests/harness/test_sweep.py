@@ -223,24 +223,32 @@ def test_each_declared_path_gets_examples_in_every_swept_check(tmp_path):
         "einsum path: winograd F(2,3)": [], "einsum path: fft": ["forward"]}
 
 
-def test_checks_of_their_own_cases_visit_the_declared_paths_they_can_hold(tmp_path):
-    """The sweep of a check that draws cases of its own visits the declared problems
-    alone, each made one of its cases: delta_kernel (the weight at the kernel's middle
-    alone) meets wide_blocked's bug there; batch_consistency visits it with two images
-    (a bug the same in every image is not its to see); pointwise holds its 1x1 kernel,
-    finite_difference its 4x4 input in float64 (not conv_impl.einsum's 34x34 Winograd
-    layer: the summary says so); invalid draws invalid problems and is not swept."""
+def test_checks_of_their_own_cases_visit_each_archetype_and_declared_path_they_can_hold(
+        tmp_path):
+    """The sweep of a check that draws cases of its own visits each archetype itself
+    and the declared problems, each made one of its cases: delta_kernel (the weight at
+    the kernel's middle alone) meets wide_blocked's bug on its declared path alone;
+    batch_consistency visits it with two images (a bug the same in every image is not
+    its to see); pointwise visits the 1x1 archetypes and the path's 1x1 kernel;
+    finite_difference takes the 4x4 path in float64 (not conv_impl.einsum's 34x34
+    Winograd layer: the summary says so); invalid draws invalid problems and is not
+    swept."""
     impl = load_implementation(f"{HERE / 'fast_paths.py'}:wide_blocked")
     target = Target(impl, "conv2d", 20.0, tmp_path)
-    missed = sweep.sweep(TestState(), target, "delta_kernel")
-    assert [(v.path, v.problem.in_channels, f.check) for v, f in missed] == [
-        ("wide blocked", 96, "forward")]
+    for check in ("delta_kernel", "pointwise", "finite_difference"):
+        missed = sweep.sweep(TestState(), target, check)
+        assert [(v.path, v.problem.in_channels) for v, _ in missed] == [
+            ("wide blocked", 96)], check
     assert sweep.sweep(TestState(), target, "batch_consistency") == []
+    archetypes_1x1 = sum(1 for v in catalogue.visits("conv2d", Capabilities())
+                         if v.feature is None and v.problem.kernel_size == (1, 1))
     visited = {}
-    for check in ("batch_consistency", "pointwise", "finite_difference", "invalid"):
+    for check in ("delta_kernel", "pointwise", "invalid"):
         tally = coverage.Tally()
         with coverage.tallying(tally):
             sweep.sweep(TestState(), target, check)
         visited[check] = tally.features[coverage.VISITS]
-    assert visited == {"batch_consistency": 1, "pointwise": 1, "finite_difference": 1,
+    archetypes = sum(1 for v in catalogue.visits("conv2d", Capabilities()) if v.feature is None)
+    assert visited == {"delta_kernel": archetypes + 1, "pointwise": archetypes_1x1 + 1,
                        "invalid": 0}
+    assert archetypes_1x1 >= 1
