@@ -385,7 +385,9 @@ class Crossing:
     another: where code that picks the larger operand by comparing them on every axis
     (a correlation routine choosing which array slides over the other) finds neither.
     Random draws cross the kernel and the input in about a fifth of conv2d problems;
-    what they lack is the name, which the explanation gives where the bug follows it."""
+    what they lack is the name, which the explanation gives where the bug follows it.
+    Of ``kind`` "tie": the two sizes equal on some axis (one operand exactly covers the
+    other there), the other branch such a comparison takes; explained the same way."""
 
     name: str
     text: str
