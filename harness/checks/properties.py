@@ -700,8 +700,7 @@ def _visit_small(case: ConvCase) -> ConvCase | None:
 
 def _visit_batched(case: ConvCase) -> ConvCase | None:
     """A visit's problem with two images or more."""
-    return noise_case(dataclasses.replace(case.problem,
-                                                     batch=max(2, case.problem.batch)))
+    return noise_case(dataclasses.replace(case.problem, batch=max(2, case.problem.batch)))
 
 
 def _visit_pointwise(case: ConvCase) -> ConvCase | None:
