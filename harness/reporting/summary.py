@@ -287,10 +287,10 @@ def path_reach(record: ImplementationRecord, path: str,
     count = record.tally.get(path, 0)
     if not count:
         return "0: not reached"
-    ran = checks_ran(record)
+    ran, reaching = checks_ran(record), checks_reaching(record, path)
     unable = [check for check in ran if problems and not can_hold(check, problems)]
     able = [check for check in ran if check not in unable]
-    missing = [check for check in able if check not in checks_reaching(record, path)]
+    missing = [check for check in able if check not in reaching]
     text = (f"{count}; none in {', '.join(missing)}" if missing else
             f"{count}, in each of the {len(able)} checks that can hold its problems"
             if able else str(count))
