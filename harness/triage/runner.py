@@ -21,55 +21,60 @@ from pathlib import Path
 
 #: the server: reads {"script", "cwd", "timeout"} lines, answers {"code", "out"} lines
 _SERVER = r'''
-import json, os, runpy, sys, tempfile, time
+import json, os, runpy, shutil, sys, tempfile, time
 import numpy
 try:
     import torch
 except ImportError:
     pass
 reply = os.fdopen(os.dup(1), "w")
+server = os.getpid()
 out_dir = tempfile.mkdtemp(prefix="conv-scripts-")
-for line in sys.stdin:
-    request = json.loads(line)
-    out_path = os.path.join(out_dir, "out")
-    fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    sys.stdout.flush()
-    pid = os.fork()
-    if pid == 0:
-        os.dup2(fd, 1)
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, 2)
-        os.chdir(request["cwd"])
-        sys.argv = [request["script"]]
-        sys.path[0] = os.path.dirname(os.path.abspath(request["script"]))
-        code = 0
-        try:
-            runpy.run_path(request["script"], run_name="__main__")
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        except BaseException:
-            code = 1
-        try:
-            sys.stdout.flush()
-        finally:
-            os._exit(code)
-    os.close(fd)
-    deadline = time.monotonic() + request["timeout"]
-    code = None
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            code = os.waitstatus_to_exitcode(status)
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            break
-        time.sleep(0.005)
-    with open(out_path, errors="replace") as f:
-        out = f.read(4096)
-    reply.write(json.dumps({"code": code, "out": out}) + "\n")
-    reply.flush()
+try:
+    for line in sys.stdin:
+        request = json.loads(line)
+        out_path = os.path.join(out_dir, "out")
+        fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            os.dup2(fd, 1)
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 2)
+            os.chdir(request["cwd"])
+            sys.argv = [request["script"]]
+            sys.path[0] = os.path.dirname(os.path.abspath(request["script"]))
+            code = 0
+            try:
+                runpy.run_path(request["script"], run_name="__main__")
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            except BaseException:
+                code = 1
+            try:
+                sys.stdout.flush()
+            finally:
+                os._exit(code)
+        os.close(fd)
+        deadline = time.monotonic() + request["timeout"]
+        code = None
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                code = os.waitstatus_to_exitcode(status)
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                break
+            time.sleep(0.005)
+        with open(out_path, errors="replace") as f:
+            out = f.read(4096)
+        reply.write(json.dumps({"code": code, "out": out}) + "\n")
+        reply.flush()
+finally:
+    if os.getpid() == server:  # not in a child that failed before its own exit
+        shutil.rmtree(out_dir, ignore_errors=True)
 '''
 
 

@@ -499,7 +499,10 @@ def test_a_script_that_fails_after_a_note_reproduces_its_bug():
     assert _fails((1, note + "something else\n"), "raised") is None
 
 
-def test_scripts_run_in_forked_children_with_their_own_exit_codes(tmp_path):
+def test_scripts_run_in_forked_children_with_their_own_exit_codes(tmp_path, monkeypatch):
+    scratch = tmp_path / "tmp"  # where the server keeps its children's output
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
     runner = ScriptRunner()
     try:
         for code, text in ((0, "ok"), (1, "FAILED: wrong"), (3, "other")):
@@ -513,8 +516,10 @@ def test_scripts_run_in_forked_children_with_their_own_exit_codes(tmp_path):
         hang = tmp_path / "hang.py"
         hang.write_text("import time\ntime.sleep(60)\n")
         assert runner.run(hang, 0.5)[0] is None
+        assert list(scratch.iterdir())
     finally:
         runner.close()
+    assert not list(scratch.iterdir())  # nothing left behind
 
 
 # -------------------------------------------------------------- whole runs
