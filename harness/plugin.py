@@ -21,7 +21,7 @@ from harness.checks import oracle
 from harness.checks.registry import REGISTRY
 from harness.problem import OPS, ConvProblem
 from harness.reporting.failures import DEFAULT_FAILURES_DIR
-from harness.running.calling import DEFAULT_TIMEOUT
+from harness.running.calling import DEFAULT_TIMEOUT, TimeLimit
 from harness.running.loader import (
     DEFAULT_SPEC,
     Implementation,
@@ -32,6 +32,8 @@ from harness.running.target import Target
 from harness.state import RUN
 
 IMPLEMENTATIONS = pytest.StashKey[list[Implementation]]()
+#: the run's per-call time limit, shared by all its targets (what a hang taught it)
+TIME_LIMIT = pytest.StashKey[TimeLimit]()
 PATH_OPTIONS = ("--impl", "--conv-failures", "--replay", "--conv-problem")
 
 
@@ -247,7 +249,7 @@ def failures_dir(config: pytest.Config) -> Path:
 def targets(config: pytest.Config, check: str) -> list[Target]:
     """Every (implementation, op) that provides what ``check`` calls."""
     out = []
-    timeout = timeout_of(config)
+    timeout = config.stash.setdefault(TIME_LIMIT, TimeLimit(timeout_of(config)))
     failures = failures_dir(config)
     from strategies import pinned
     run = config.stash.get(RUN, None)

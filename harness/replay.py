@@ -43,7 +43,7 @@ from harness.checks.registry import REGISTRY, run_check
 from harness.plugin import loaded_implementations, timeout_of
 from harness.reporting.failures import CaseFileError, earlier_calls, load_case, script_path
 from harness.reporting.summary import REPLAYED
-from harness.running.calling import CheckFailure, call_backward, call_forward
+from harness.running.calling import CheckFailure, Timeout, call_backward, call_forward
 from harness.running.isolate import isolate_implementations
 from harness.running.loader import (
     Implementation,
@@ -224,7 +224,7 @@ def skip_reason(impl: Implementation, ran: str, case: Any) -> str | None:
     return None
 
 
-def replay_case(impl: Implementation, replay: ReplayCase, timeout: float | None) -> None:
+def replay_case(impl: Implementation, replay: ReplayCase, timeout: Timeout) -> None:
     """Run the case's check on ``impl``: skip, return quietly, or raise `ReplayFailure`."""
     __tracebackhide__ = True
 
@@ -247,7 +247,7 @@ def replay_case(impl: Implementation, replay: ReplayCase, timeout: float | None)
         raise ReplayFailure("\n".join(lines)) from None
 
 
-def _call_before(impl: Implementation, replay: ReplayCase, timeout: float | None) -> None:
+def _call_before(impl: Implementation, replay: ReplayCase, timeout: Timeout) -> None:
     """The calls a history-dependent case makes first (its ``before``), results unchecked."""
 
     for function, earlier in earlier_calls(replay.record, replay.case):
@@ -378,7 +378,7 @@ def corpus_cases(impls: list[Implementation], mode: str,
 
 
 def run_regression(item: pytest.Item, impl: Implementation, path: Path,
-                   timeout: float | None, failures_dir: Path) -> None:
+                   timeout: Timeout, failures_dir: Path) -> None:
     """Replay one committed regression case against ``impl`` (for test_regressions.py).
 
     A failure is ``impl``'s own, whoever recorded the case: the report is the
@@ -405,7 +405,7 @@ def run_regression(item: pytest.Item, impl: Implementation, path: Path,
 
 
 def replayed_failure(impl: Implementation, replay: ReplayCase,
-                     timeout: float | None) -> CheckFailure | None:
+                     timeout: Timeout) -> CheckFailure | None:
     """The case's check on ``impl``, after the calls it records first, as often as it
     records (`ReplayCase.tries`): the first failure, else None."""
     _call_before(impl, replay, timeout)
@@ -418,7 +418,7 @@ def replayed_failure(impl: Implementation, replay: ReplayCase,
 
 
 def _own_failure(item: pytest.Item, impl: Implementation, replay: ReplayCase,
-                 failure: CheckFailure, timeout: float | None, failures_dir: Path) -> str:
+                 failure: CheckFailure, timeout: Timeout, failures_dir: Path) -> str:
     """Save, explain and record a regression failure as ``impl``'s bug; its report."""
 
     target = Target(impl, replay.case.problem.op, timeout, failures_dir)

@@ -15,7 +15,7 @@ from harness.checks.check import Check, register
 from harness.checks.compare import compare
 from harness.checks.tolerance import tolerance
 from harness.problem import ConvCase
-from harness.running.calling import CheckFailure, call_backward, call_forward
+from harness.running.calling import CheckFailure, Timeout, call_backward, call_forward
 from harness.running.loader import Implementation
 
 GRADIENTS: tuple[str, ...] = ("grad_input", "grad_weight", "grad_bias")
@@ -29,13 +29,13 @@ def _against_oracle(check: str, name: str, actual: np.ndarray, case: ConvCase,
         raise CheckFailure(check, mismatch.report(), function=function, case=case)
 
 
-def check_forward(impl: Implementation, case: ConvCase, timeout: float | None = None) -> None:
+def check_forward(impl: Implementation, case: ConvCase, timeout: Timeout = None) -> None:
     y = call_forward(impl.function(case.problem.op), case, timeout)
     _against_oracle("forward", "y", y, case, case.problem.op)
 
 
 def check_gradient(impl: Implementation, case: ConvCase, which: str,
-                   timeout: float | None = None) -> None:
+                   timeout: Timeout = None) -> None:
     """Check one gradient (``grad_input``, ``grad_weight`` or ``grad_bias``)."""
     grads = dict(zip(GRADIENTS, call_backward(
         impl.function(case.problem.spec.backward_name), case, timeout)))
@@ -44,7 +44,7 @@ def check_gradient(impl: Implementation, case: ConvCase, which: str,
     _against_oracle(which, which, grads[which], case, case.problem.spec.backward_name)
 
 
-def check_repeatable(impl: Implementation, case: ConvCase, timeout: float | None = None) -> None:
+def check_repeatable(impl: Implementation, case: ConvCase, timeout: Timeout = None) -> None:
     """The same inputs give bit-identical results on a second call; for an implementation
     on torch, also results within the rounding bound of each other on one thread and on
     several (`threads.compare_thread_counts`)."""

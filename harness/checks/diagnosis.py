@@ -20,12 +20,7 @@ from harness.checks.compare import compare
 from harness.checks.tolerance import tolerance
 from harness.problem import ConvCase
 from harness.running.calling import (
-    Call,
-    CheckFailure,
-    call_backward,
-    call_forward,
-    observing,
-)
+    Call, CheckFailure, Timeout, call_backward, call_forward, observing)
 from harness.running.loader import Implementation
 
 #: the results each kind of function returns, named as the checks name them
@@ -66,7 +61,7 @@ def attribute(calls: list[Call]) -> list[CheckFailure]:
 
 
 def diagnose(impl: Implementation, function: str, case: ConvCase,
-             timeout: float | None) -> list[CheckFailure]:
+             timeout: Timeout) -> list[CheckFailure]:
     """Everything wrong with one call of ``function`` on ``case``: contract and values."""
     caller: Callable = call_backward if function.endswith("_backward") else call_forward
     with observing() as seen:

@@ -96,7 +96,7 @@ from harness.checks.tolerance import (
     tolerance,
 )
 from harness.problem import OPS, ConvCase, ConvProblem
-from harness.running.calling import CheckFailure, call_backward, call_forward, invoke
+from harness.running.calling import CheckFailure, Timeout, call_backward, call_forward, invoke
 from harness.running.loader import Implementation
 from strategies.cases import noise_case
 from strategies.invalid import invalid_cases
@@ -156,11 +156,11 @@ def _bias_term(b: np.ndarray | None, g: np.ndarray) -> np.ndarray | None:
     return np.broadcast_to(_f64(b).reshape((1, -1) + (1,) * (g.ndim - 2)), g.shape)
 
 
-def _forward(impl: Implementation, case: ConvCase, timeout: float | None) -> np.ndarray:
+def _forward(impl: Implementation, case: ConvCase, timeout: Timeout) -> np.ndarray:
     return call_forward(impl.function(case.problem.op), case, timeout)
 
 
-def _backward(impl: Implementation, case: ConvCase, timeout: float | None):
+def _backward(impl: Implementation, case: ConvCase, timeout: Timeout):
     return call_backward(impl.function(case.problem.spec.backward_name), case, timeout)
 
 
@@ -195,7 +195,7 @@ def _loss(case: ConvCase, y: np.ndarray, y_bound: np.ndarray) -> tuple[float, fl
     return value, rounding + _weighted(y_bound, g)
 
 
-def check_adjoint(impl: Implementation, case: ConvCase, timeout: float | None = None) -> None:
+def check_adjoint(impl: Implementation, case: ConvCase, timeout: Timeout = None) -> None:
     name = "adjoint"
     y = _forward(impl, case, timeout)
     gi, gw, gb = _backward(impl, case, timeout)
@@ -233,7 +233,7 @@ def split(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return first, a - first  # a - first is a or 0 elementwise: exact
 
 
-def check_linearity(impl: Implementation, case: ConvCase, timeout: float | None = None) -> None:
+def check_linearity(impl: Implementation, case: ConvCase, timeout: Timeout = None) -> None:
     name = "linearity"
     p = case.problem
     has_fwd, has_bwd = impl.has(p.op), impl.has(p.spec.backward_name)
@@ -426,7 +426,7 @@ def _fd_weight_bias(impl, case: ConvCase, timeout):
 
 
 def check_finite_difference(impl: Implementation, case: ConvCase,
-                            timeout: float | None = None) -> None:
+                            timeout: Timeout = None) -> None:
     """Central differences of L = <conv(x, w, b), g> against the backward pass.
 
     L is affine in each of x, w, b with the others fixed, so a central (indeed
@@ -470,7 +470,7 @@ def _image(case: ConvCase, i: int) -> ConvCase:
 
 
 def check_batch_consistency(impl: Implementation, case: ConvCase,
-                            timeout: float | None = None) -> None:
+                            timeout: Timeout = None) -> None:
     """A batch's results are its images' results stacked (forward, grad_input) or
     summed (grad_weight, grad_bias).
 
@@ -541,7 +541,7 @@ def batch_cases(op: str, caps,
 # ----------------------------------------------------------------------------
 
 def _check_closed_form(check: str, impl: Implementation, case: ConvCase,
-                       timeout: float | None, what: str) -> None:
+                       timeout: Timeout, what: str) -> None:
     p = case.problem
     expected = closed_forms(case)
     mag = magnitudes(case)
@@ -559,7 +559,7 @@ def _check_closed_form(check: str, impl: Implementation, case: ConvCase,
             _fail(check, f"{name} differs from the closed form: {what}\n{mismatch.report()}")
 
 
-def check_pointwise(impl: Implementation, case: ConvCase, timeout: float | None = None) -> None:
+def check_pointwise(impl: Implementation, case: ConvCase, timeout: Timeout = None) -> None:
     _check_closed_form("pointwise", impl, case, timeout,
                        "a 1x1 kernel is a channel matmul (np.einsum over each group's "
                        "channels) of the zero-padded input subsampled by the stride "
@@ -567,7 +567,7 @@ def check_pointwise(impl: Implementation, case: ConvCase, timeout: float | None 
 
 
 def check_delta_kernel(impl: Implementation, case: ConvCase,
-                       timeout: float | None = None) -> None:
+                       timeout: Timeout = None) -> None:
     _check_closed_form("delta_kernel", impl, case, timeout,
                        "a kernel with one non-zero offset q mixes channels of the zero-padded "
                        "input shifted by q*dilation and subsampled by the stride (transposed: "
@@ -664,7 +664,7 @@ def _torch_raises(case: ConvCase) -> str | None:
     return None
 
 
-def check_invalid(impl: Implementation, case: ConvCase, timeout: float | None = None) -> None:
+def check_invalid(impl: Implementation, case: ConvCase, timeout: Timeout = None) -> None:
     """On an invalid problem the implementation raises exactly when torch does.
 
     Called through `harness.running.calling.invoke` (fresh inputs, time limit), not

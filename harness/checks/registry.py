@@ -18,7 +18,7 @@ from harness.checks.diagnosis import attribute
 from harness.checks.tolerance import (declared_algorithm, declared_bfloat16_accumulation,
                                       declared_float32_precision)
 from harness.problem import ConvCase
-from harness.running.calling import CheckFailure, observing
+from harness.running.calling import CheckFailure, Timeout, observing
 from harness.running.loader import Implementation
 
 #: kinds of failure that no check of their own name finds: the check that does
@@ -26,7 +26,7 @@ PRODUCED_BY: dict[str, str] = {threads.THREAD_COUNT: "repeatable"}
 
 
 def examine(name: str, impl: Implementation, case: ConvCase,
-            timeout: float | None = None) -> list[CheckFailure]:
+            timeout: Timeout = None) -> list[CheckFailure]:
     """Every failure the registered check ``name`` sees on ``case``, most telling first.
 
     The check's own failure comes first, or, for a property check, the wrong
@@ -59,7 +59,7 @@ def examine(name: str, impl: Implementation, case: ConvCase,
 
 
 def run_check(name: str, impl: Implementation, case: ConvCase,
-              timeout: float | None = None) -> None:
+              timeout: Timeout = None) -> None:
     """Run the registered check called ``name``; raise its first failure (`examine`)."""
     failures = examine(name, impl, case, timeout)
     if failures:

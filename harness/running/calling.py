@@ -25,7 +25,7 @@ import traceback
 import warnings
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Union
 
 import numpy as np
 
@@ -219,40 +219,65 @@ def describe_exception(exc: BaseException) -> str:
 
 # --- time limits -------------------------------------------------------------
 
-# A function that has timed out once in this process gets a shorter limit from
-# then on: Hypothesis shrinks the failure by calling it again on smaller
-# problems, and at the full limit each of those calls that hangs as well would
-# cost the full limit (minutes of a stuck-looking run). The shorter limit is
-# ten times its slowest call that did return (a tenth of the limit if none
-# did), at least a quarter of a second, at most the limit.
+# A function that has timed out once in a run gets a shorter limit from then on:
+# Hypothesis shrinks the failure by calling it again on smaller problems, and at
+# the full limit each of those calls that hangs as well would cost the full
+# limit (minutes of a stuck-looking run). The shorter limit is ten times its
+# slowest call that did return (a tenth of the limit if none did), at least a
+# quarter of a second, at most the limit.
 _SHORTER_FACTOR = 10.0
 _SHORTER_FLOOR = 0.25  # seconds (or the configured limit, if that is smaller)
-_timed_out: set[int] = set()  # id(fn) of the functions that have timed out
-_slowest: dict[int, float] = {}  # id(fn) -> its slowest call that returned, seconds
-_known: dict[int, Any] = {}  # id(fn) -> fn: kept alive, so that its id stays its own
 
 
-def effective_timeout(fn: Callable[..., Any], timeout: float | None) -> float | None:
-    """The limit for the next call of ``fn``: ``timeout``, or less once it timed out."""
-    if not timeout:
-        return None
-    if id(fn) not in _timed_out:
-        return timeout
-    base = _slowest.get(id(fn), timeout / _SHORTER_FACTOR)
-    return min(timeout, max(_SHORTER_FACTOR * base, _SHORTER_FLOOR))
+class TimeLimit:
+    """One run's per-call time limit (``--conv-timeout``; None: none) and what the run's
+    calls taught it: which functions timed out, and each one's slowest call that
+    returned. The plugin makes one per run and every `Target` of the run holds it,
+    so that what one test learns shortens another's waits, and nothing outlives
+    the run."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds or None
+        self._timed_out: set[int] = set()  # id(fn) of the functions that have timed out
+        self._slowest: dict[int, float] = {}  # id(fn) -> its slowest call that returned
+        self._known: dict[int, Any] = {}  # id(fn) -> fn: kept alive, so its id stays its own
+
+    def __repr__(self) -> str:
+        return f"TimeLimit({self.seconds!r})"
+
+    def for_call(self, fn: Callable[..., Any]) -> float | None:
+        """The limit for the next call of ``fn``: the run's, or less once it timed out."""
+        if self.seconds is None or id(fn) not in self._timed_out:
+            return self.seconds
+        base = self._slowest.get(id(fn), self.seconds / _SHORTER_FACTOR)
+        return min(self.seconds, max(_SHORTER_FACTOR * base, _SHORTER_FLOOR))
+
+    def returned(self, fn: Callable[..., Any], seconds: float) -> None:
+        """A call of ``fn`` returned after ``seconds``."""
+        if seconds > self._slowest.get(id(fn), -1.0):
+            self._slowest[id(fn)] = seconds
+            self._known[id(fn)] = fn
+
+    def exceeded(self, fn: Callable[..., Any], name: str, limit: float) -> CheckFailure:
+        """The failure of a call of ``fn`` that exceeded ``limit``; later calls get less."""
+        self._timed_out.add(id(fn))
+        self._known[id(fn)] = fn
+        return timeout_failure(name, limit, self.seconds or limit)
 
 
-def _returned(fn: Callable[..., Any], seconds: float) -> None:
-    if seconds > _slowest.get(id(fn), -1.0):
-        _slowest[id(fn)] = seconds
-        _known[id(fn)] = fn
+#: what a call's time limit is given as: a run's `TimeLimit`, or seconds (None: no
+#: limit) for a call that shares nothing with other calls
+Timeout = Union[TimeLimit, float, None]
 
 
-def timeout_failure(fn: Callable[..., Any], name: str, limit: float,
-                    configured: float) -> CheckFailure:
-    """The failure of a call of ``fn`` that exceeded ``limit``; later calls get less."""
-    _timed_out.add(id(fn))
-    _known[id(fn)] = fn
+def as_time_limit(timeout: Timeout) -> TimeLimit:
+    """``timeout`` as a `TimeLimit`: itself, or a fresh one of that many seconds."""
+    return timeout if isinstance(timeout, TimeLimit) else TimeLimit(timeout)
+
+
+def timeout_failure(name: str, limit: float, configured: float) -> CheckFailure:
+    """The failure of a call of ``name`` that exceeded ``limit`` (``configured``: the
+    run's limit, which ``limit`` is shorter than once the function timed out)."""
     if limit < configured:
         return CheckFailure("timeout", f"{name} did not return within {limit:.3g} s (the shorter "
                                        "limit once a call of it has exceeded --conv-timeout "
@@ -289,7 +314,7 @@ def _observed(case: ConvCase, name: str) -> Iterator[None]:
 # --- calling -------------------------------------------------------------------
 
 def invoke(fn: Callable[..., Any], name: str, args: tuple, kwargs: dict,
-           timeout: float | None) -> Any:
+           timeout: Timeout) -> Any:
     """Call ``fn``, turning an exception or a time-out into a `CheckFailure`.
 
     What the implementation prints (to sys.stdout or sys.stderr) or warns is
@@ -301,26 +326,27 @@ def invoke(fn: Callable[..., Any], name: str, args: tuple, kwargs: dict,
     keeps the time limit itself and raises `CheckFailure` itself, with
     `timeout_failure` for a time-out.
     """
-    limit = effective_timeout(fn, timeout)
+    limits = as_time_limit(timeout)
+    limit = limits.for_call(fn)
     remote = getattr(fn, "__harness_invoke__", None)
     started = time.perf_counter()
     if remote is not None:
         try:
             result = remote(name, args, kwargs, limit)
             # the call's own time if it says (not a child process's start-up)
-            _returned(fn, getattr(fn, "call_seconds", time.perf_counter() - started))
+            limits.returned(fn, getattr(fn, "call_seconds", time.perf_counter() - started))
             return result
         except CheckFailure as failure:
-            if failure.check == "timeout" and timeout:
-                raise timeout_failure(fn, name, limit, timeout) from None
+            if failure.check == "timeout" and limit:
+                raise limits.exceeded(fn, name, limit) from None
             raise
     try:
         with time_limit(limit), silenced():
             result = fn(*args, **kwargs)
-        _returned(fn, time.perf_counter() - started)
+        limits.returned(fn, time.perf_counter() - started)
         return result
     except _TimeLimitExceeded:
-        raise timeout_failure(fn, name, limit, timeout) from None
+        raise limits.exceeded(fn, name, limit) from None
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - any exception is the implementation's
@@ -382,7 +408,7 @@ def as_result(value: Any, what: str, dtype: str, shape: tuple[int, ...], *,
     return array
 
 
-def call_forward(fn: Callable[..., Any], case: ConvCase, timeout: float | None) -> np.ndarray:
+def call_forward(fn: Callable[..., Any], case: ConvCase, timeout: Timeout) -> np.ndarray:
     p = case.problem
     name = p.op
     call = _record_call(name, case)
@@ -402,7 +428,7 @@ def call_forward(fn: Callable[..., Any], case: ConvCase, timeout: float | None) 
 
 
 def call_backward(fn: Callable[..., Any], case: ConvCase,
-                  timeout: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+                  timeout: Timeout) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     name = case.problem.spec.backward_name
     call = _record_call(name, case)
     try:
@@ -415,7 +441,7 @@ def call_backward(fn: Callable[..., Any], case: ConvCase,
 
 
 def _backward_results(fn: Callable[..., Any], case: ConvCase, name: str,
-                      timeout: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+                      timeout: Timeout) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     p = case.problem
     given = case.fresh_inputs()
     with _observed(case, name):

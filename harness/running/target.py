@@ -10,17 +10,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.running.calling import TimeLimit, Timeout, as_time_limit
 from harness.running.loader import Implementation
 
 
 @dataclass(frozen=True)
 class Target:
-    """One implementation and one operation: what a conformance test runs on."""
+    """One implementation and one operation: what a conformance test runs on.
+
+    ``timeout``: the run's `TimeLimit` (seconds make a fresh one)."""
 
     impl: Implementation
     op: str
-    timeout: float | None
+    timeout: TimeLimit
     failures_dir: Path
+
+    def __init__(self, impl: Implementation, op: str, timeout: Timeout,
+                 failures_dir: Path) -> None:
+        object.__setattr__(self, "impl", impl)
+        object.__setattr__(self, "op", op)
+        object.__setattr__(self, "timeout", as_time_limit(timeout))
+        object.__setattr__(self, "failures_dir", failures_dir)
 
     def __str__(self) -> str:
         return f"{self.impl.name}-{self.op}"

@@ -23,7 +23,7 @@ entry with both symptoms, listed, is the reading the evidence supports.
 from __future__ import annotations
 
 from harness.problem import ConvCase
-from harness.running.calling import CheckFailure
+from harness.running.calling import CheckFailure, Timeout
 from harness.running.capabilities import Capabilities
 from harness.running.loader import Implementation
 from harness.triage.catalog import Bug
@@ -36,7 +36,7 @@ def sensitive(rows: list[Row]) -> set[str]:
 
 
 def across(impl: Implementation, bug: Bug, case: ConvCase, rows: list[Row],
-           known: list[Bug], caps: Capabilities, timeout: float | None) -> Bug | None:
+           known: list[Bug], caps: Capabilities, timeout: Timeout) -> Bug | None:
     """The known bug (a new cause of the same function, of another kind) whose failure
     lies one step across ``bug``'s boundary, or across whose boundary ``bug``'s does;
     None if none. ``rows``: ``bug``'s explanation, of ``case``."""
@@ -57,7 +57,7 @@ def across(impl: Implementation, bug: Bug, case: ConvCase, rows: list[Row],
 
 
 def _steps_into(impl: Implementation, case: ConvCase, rows: list[Row], other: Bug,
-                shared: set[str], caps: Capabilities, timeout: float | None) -> bool:
+                shared: set[str], caps: Capabilities, timeout: Timeout) -> bool:
     """Whether a change of ``case`` in a ``shared`` feature that passed (``rows``) fails
     as ``other`` does: the same changes, explained again with ``other``'s probe."""
     probe = failure_probe(impl, CheckFailure(other.failure, "", function=other.function),

@@ -25,7 +25,7 @@ from typing import Any
 
 from harness.problem import ConvCase
 from harness.reporting.failures import atomic_write
-from harness.running.calling import CheckFailure
+from harness.running.calling import CheckFailure, Timeout
 from harness.running.loader import Implementation
 from harness.triage import evidence
 from harness.triage.catalog import Bug, signature
@@ -110,7 +110,7 @@ class CauseBook:
 
 
 def covers(record: Bug, failure: CheckFailure, case: ConvCase, impl: Implementation,
-           timeout: float | None) -> bool:
+           timeout: Timeout) -> bool:
     """Whether a known cause (or a sighting of one) covers ``failure`` on ``case``.
 
     The same kind of failure of the same function in the record's trigger

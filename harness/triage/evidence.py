@@ -60,7 +60,7 @@ from harness.checks.tolerance import (declared_bfloat16_accumulation,
                                       declared_float32_precision, flush_allowance, gamma,
                                       tolerance, unit_roundoff)
 from harness.problem import DTYPES, ConvCase, finfo
-from harness.running.calling import CheckFailure, call_backward, call_forward, observing
+from harness.running.calling import CheckFailure, Timeout, call_backward, call_forward, observing
 from harness.running.loader import Implementation
 from harness.triage.explain import Probe, failure_probe, values_for
 
@@ -80,7 +80,7 @@ VALUE_KINDS = frozenset({"forward", "grad_input", "grad_weight", "grad_bias"})
 
 
 def gather(impl: Implementation, failure: CheckFailure, case: ConvCase,
-           timeout: float | None, tries: int = 1) -> dict[str, Any]:
+           timeout: Timeout, tries: int = 1) -> dict[str, Any]:
     """The evidence of one failure on its own case (empty for other kinds). ``tries``:
     the calls per example of the search that found it; more than one, for a failure
     that comes and goes, the evidence is how often it fails (the rest would be noise);
@@ -126,7 +126,7 @@ REPEATS = 3
 
 
 def unrepeatable(impl: Implementation, function: str, case: ConvCase,
-                 timeout: float | None) -> int:
+                 timeout: Timeout) -> int:
     """How many of `REPEATS` further calls of ``function`` on ``case`` give results that
     differ, bit for bit, from the first call's; where none do, on seeded noise (a
     minimal case of zeros can hide a cache that accumulates)."""
@@ -151,14 +151,14 @@ FURTHER_CALLS = 6
 
 
 def fails_in(impl: Implementation, failure: CheckFailure, case: ConvCase,
-             timeout: float | None, calls: int) -> int:
+             timeout: Timeout, calls: int) -> int:
     """Of ``calls`` calls on ``case``, how many show ``failure``'s kind of failure."""
     probe = failure_probe(impl, failure, timeout)
     return sum(probe(case) is True for _ in range(calls))
 
 
 def comes_and_goes(impl: Implementation, failure: CheckFailure, case: ConvCase,
-                   timeout: float | None) -> bool:
+                   timeout: Timeout) -> bool:
     """Whether a failure seen on ``case`` passes on one of `FURTHER_CALLS` further calls
     on the same inputs (memory not initialised, a race), as a deterministic wrong
     result, or one that depends on a state every call changes, never does."""
@@ -208,7 +208,7 @@ def _noise(case: ConvCase) -> ConvCase:
     return values_for(case, case.problem, dict(case.layouts), False, seed=4321)
 
 
-def _results(impl: Implementation, function: str, case: ConvCase, timeout: float | None,
+def _results(impl: Implementation, function: str, case: ConvCase, timeout: Timeout,
              kind: str | None) -> tuple[tuple[str, ...], tuple]:
     """(names, results) of one call of ``function`` on ``case``: those of that ``kind``
     of failure only, where given (``grad_weight``...)."""
@@ -226,7 +226,7 @@ def _results(impl: Implementation, function: str, case: ConvCase, timeout: float
 
 
 def undeclared_precision(impl: Implementation, function: str, case: ConvCase,
-                         timeout: float | None, kind: str | None = None) -> str | None:
+                         timeout: Timeout, kind: str | None = None) -> str | None:
     """``"key: value"`` of `UNDECLARED` when the call, not declaring it, is within the
     bound that declaration allows (every result of that ``kind``, where given)."""
     if case.problem.dtype not in UNDECLARED:
@@ -253,7 +253,7 @@ def undeclared_trigger(undeclared: str) -> str:
 
 
 def precision(impl: Implementation, function: str, case: ConvCase,
-              timeout: float | None, kind: str | None = None) -> str | None:
+              timeout: Timeout, kind: str | None = None) -> str | None:
     """The lowest dtype below ``case``'s whose rounding every result of the call is within
     (the result of that ``kind`` of failure only, where given: ``grad_weight``...)."""
     names, results = _results(impl, function, case, timeout, kind)
@@ -286,7 +286,7 @@ def _below_range(actual: np.ndarray | None, dtype: str) -> bool:
     return bool(np.any((a > 0) & (a < float(finfo(dtype).smallest_subnormal))))
 
 
-def consistent(impl: Implementation, case: ConvCase, timeout: float | None) -> bool:
+def consistent(impl: Implementation, case: ConvCase, timeout: Timeout) -> bool:
     """Whether the backward is the exact gradient of the implementation's own forward."""
     p = case.problem
     forward, backward = impl.function(p.op), impl.function(p.spec.backward_name)
@@ -344,7 +344,7 @@ def _backward_operands(case: ConvCase, name: str) -> tuple[np.ndarray, np.ndarra
             "bias": (case.grad_output, None)}[name]
 
 
-def beyond_rounding(probe, impl: Implementation, function: str, timeout: float | None):
+def beyond_rounding(probe, impl: Implementation, function: str, timeout: Timeout):
     """``probe`` for a value bug whose errors are beyond any lower precision's rounding:
     a changed problem whose errors are only that large passes (this bug is not
     there; what is left is a cause that computes in lower precision)."""

@@ -40,7 +40,7 @@ from harness import ties
 from harness.checks.diagnosis import diagnose
 from harness.checks.registry import PRODUCED_BY, REGISTRY, examine
 from harness.problem import ConvCase, ConvProblem
-from harness.running.calling import CheckFailure
+from harness.running.calling import CheckFailure, Timeout
 from harness.running.capabilities import Capabilities
 from harness.running.loader import Implementation
 from harness.triage import features as ft
@@ -274,7 +274,7 @@ def _verdict(kind: str, failures: list[CheckFailure]) -> bool | str:
     return masked[0] if masked else False
 
 
-def failure_probe(impl: Implementation, failure: CheckFailure, timeout: float | None) -> Probe:
+def failure_probe(impl: Implementation, failure: CheckFailure, timeout: Timeout) -> Probe:
     """Whether a case shows the same kind of failure from the same function (True),
     passes (False), or fails in a way that hides it (the kind of that failure)."""
     kind, function = failure.check, failure.function

@@ -228,10 +228,8 @@ def test_the_time_limit_is_read_from_the_recorded_failure():
     from harness.reporting.script import recorded_time_limit
     from harness.running.calling import timeout_failure
 
-    def fn():
-        pass
-    full = timeout_failure(fn, "conv2d", 0.5, 0.5).message
-    shorter = timeout_failure(fn, "conv2d", 0.25, 10.0).message
+    full = timeout_failure("conv2d", 0.5, 0.5).message
+    shorter = timeout_failure("conv2d", 0.25, 10.0).message
     assert recorded_time_limit({"check": "timeout", "message": full}) == 0.5
     assert recorded_time_limit({"check": "timeout", "message": shorter}) == 0.25
     assert recorded_time_limit({"check": "timeout", "message": full, "time_limit": 2}) == 2.0
@@ -244,7 +242,7 @@ def test_a_timeout_script_stops_at_its_recorded_limit_and_says_so(tmp_path):
     _, case = load_case(corpus_files()[1])  # stride 3: tests/harness/broken/hangs.py loops
     assert case.problem.stride != (1, 1)
     hangs = Path(__file__).parent / "broken" / "hangs.py"
-    message = timeout_failure(lambda: None, "conv2d", 0.5, 0.5).message
+    message = timeout_failure("conv2d", 0.5, 0.5).message
     record = case_record(str(hangs), case, "timeout", message, run_check="forward")
     script = tmp_path / "repro.py"
     script.write_text(render_script(record, case))

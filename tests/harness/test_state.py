@@ -141,6 +141,36 @@ def test_a_failure_that_does_not_repeat_is_a_finding_not_the_end_of_a_search(tmp
     assert finding.failure.check == "forward" and finding.repeats is False
 
 
+def test_a_hang_shortens_the_limit_for_the_rest_of_its_run_only():
+    """What a time-out teaches (the function hangs: its later calls get ten times its
+    slowest call that returned) belongs to the run's `TimeLimit`, held by every
+    target of the run, not to the process: another run starts at the full limit."""
+    from harness.running.calling import CheckFailure, TimeLimit, invoke
+
+    def sometimes_hangs(seconds):
+        time.sleep(seconds)
+        return seconds
+
+    run = TimeLimit(2.0)
+    assert invoke(sometimes_hangs, "conv2d", (0.01,), {}, run) == 0.01
+    assert run.for_call(sometimes_hangs) == 2.0
+    with contextlib.suppress(CheckFailure):
+        invoke(sometimes_hangs, "conv2d", (0.05,), {}, TimeLimit(0.02))  # another run
+    assert run.for_call(sometimes_hangs) == 2.0
+    try:
+        invoke(sometimes_hangs, "conv2d", (3.0,), {}, run)
+    except CheckFailure as failure:
+        assert failure.check == "timeout" and "within 2 s (--conv-timeout)" in failure.message
+    else:
+        raise AssertionError("the hang was not stopped")
+    assert run.for_call(sometimes_hangs) == 0.25  # ten times 0.01 s, at least 0.25 s
+    assert TimeLimit(2.0).for_call(sometimes_hangs) == 2.0
+    assert TimeLimit(None).for_call(sometimes_hangs) is None
+    # the targets of one run share its limit; seconds alone make a fresh one
+    assert Target(None, "conv2d", run, Path(".")).timeout is run
+    assert Target(None, "conv2d", 2.0, Path(".")).timeout is not run
+
+
 #: the module globals the harness rebinds, each a resource of the process, not state
 #: of a test or a run: (file, name) -> why
 PROCESS_GLOBALS = {
@@ -174,3 +204,60 @@ def test_a_rebound_global_is_found(tmp_path):
     (tmp_path / "pkg" / "m.py").write_text("_seen = None\n\ndef f():\n    global _seen\n"
                                            "    _seen = 1\n")
     assert rebound_globals(tmp_path, ("pkg",)) == {("pkg/m.py", "_seen")}
+
+
+#: module-level containers the harness fills as it runs, each a cache or a resource
+#: of the process, not state of a test or a run: (file, name) -> why
+PROCESS_CONTAINERS = {
+    ("harness/checks/check.py", "REGISTRY"): "the checks, registered as their modules load",
+    ("harness/database.py", "_REDIS"): "one Redis client per server: Hypothesis's database "
+                                       "compares equal only over the same client",
+    ("harness/replay.py", "_LOADED"): "implementations a case file names, loaded once",
+    ("harness/triage/stored.py", "_NAMES"): "what a database object is called in messages",
+}
+
+#: constructors of an empty mutable container
+_EMPTY = {"set", "dict", "list", "defaultdict", "OrderedDict", "Counter", "deque",
+          "WeakKeyDictionary", "WeakValueDictionary"}
+
+
+def empty_containers(root: Path, folders: tuple[str, ...]) -> set[tuple[str, str]]:
+    """(file, name) of each module-level name bound to an empty mutable container (a
+    constant table is written out full; an empty one is there to be filled)."""
+    def empty(value: ast.expr) -> bool:
+        if isinstance(value, ast.Dict):
+            return not value.keys
+        if isinstance(value, (ast.List, ast.Set)):
+            return not value.elts
+        if not isinstance(value, ast.Call) or value.args or value.keywords:
+            return False
+        name = getattr(value.func, "id", None) or getattr(value.func, "attr", None)
+        return name in _EMPTY
+
+    found = set()
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*.py")):
+            for node in ast.parse(path.read_text(), str(path)).body:
+                if isinstance(node, ast.Assign):
+                    targets, value = node.targets, node.value
+                elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                    targets, value = [node.target], node.value
+                else:
+                    continue
+                if empty(value):
+                    found |= {(path.relative_to(root).as_posix(), ast.unparse(t))
+                              for t in targets}
+    return found
+
+
+def test_no_module_container_is_filled_with_the_state_of_a_test_or_a_run():
+    root = Path(__file__).resolve().parents[2]
+    assert empty_containers(root, ("harness", "strategies")) == set(PROCESS_CONTAINERS)
+
+
+def test_a_module_container_is_found(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "m.py").write_text("TABLE = {'a': 1}\n_seen: set[int] = set()\n"
+                                           "_calls = []\n")
+    assert empty_containers(tmp_path, ("pkg",)) == {("pkg/m.py", "_seen"),
+                                                    ("pkg/m.py", "_calls")}
