@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +64,17 @@ OPS: dict[str, OpSpec] = {
     for n in (1, 2, 3)
     for spec in (OpSpec(f"conv{n}d", n, False), OpSpec(f"conv_transpose{n}d", n, True))
 }
+
+
+_FUNCTION = re.compile(r"(conv(?:_transpose)?)([123])d(_backward)?")
+
+
+def in_fewer_dimensions(function: str | None, than: str | None) -> bool:
+    """Whether contract function ``function`` is ``than`` in fewer spatial dimensions:
+    conv1d of conv3d, conv_transpose2d_backward of conv_transpose3d_backward."""
+    mine, theirs = (_FUNCTION.fullmatch(name or "") for name in (function, than))
+    return (mine is not None and theirs is not None
+            and (mine[1], mine[3]) == (theirs[1], theirs[3]) and mine[2] < theirs[2])
 
 
 def conv_output_length(size: int, kernel: int, stride: int, padding: int, dilation: int) -> int:

@@ -24,7 +24,7 @@ from hypothesis.control import current_build_context
 from harness.checks import oracle
 from harness.checks.registry import REGISTRY, examine
 from harness.descriptor import format_descriptor
-from harness.problem import OPS, ConvCase, ConvProblem
+from harness.problem import OPS, ConvCase, ConvProblem, in_fewer_dimensions
 from harness.reporting import coverage
 from harness.reporting.failures import case_path, case_record, save_case, script_path
 from harness.reporting.script import render_script
@@ -335,10 +335,19 @@ def report_events(target: Target) -> None:
 def sighted(state: TestState, target: Target, check: str, failure: CheckFailure,
              drawn: ConvCase) -> bool:
     """Whether a cause known run-wide (found by another search, maybe another worker)
-    covers ``failure``: then it is a sighting of that cause, not a failure to shrink."""
+    covers ``failure``: then it is a sighting of that cause, not a failure to shrink.
+
+    Except where the cause was found in the same function in more dimensions
+    (conv3d's, met in conv1d) and nowhere else: that failure is shrunk and described (a
+    sighting with a case file of its own), so that the cause's entry can show its
+    plainer case."""
     case = failure.case if failure.case is not None else drawn
-    for record in state.run.book.known(target.impl.spec):
+    records = state.run.book.known(target.impl.spec)
+    records.sort(key=lambda record: in_fewer_dimensions(failure.function, record.function))
+    for record in records:
         if causes.covers(record, failure, case, target.impl, target.timeout):
+            if in_fewer_dimensions(failure.function, record.function):
+                return False
             seen = state.sightings.setdefault(record.cause, [None, 0])
             if seen[0] is None or case.problem.size_rank() < seen[0].problem.size_rank():
                 seen[0] = causes.sighting(record, check, failure, case)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.descriptor import format_descriptor
-from harness.problem import ConvProblem
+from harness.problem import ConvProblem, in_fewer_dimensions
 from harness.running.calling import CheckFailure
 from harness.triage.explain import Condition, Row, matches
 
@@ -75,6 +75,9 @@ class Bug:
     sightings: list[dict[str, Any]] = field(default_factory=list)
     #: the archetype (or its neighbour) its search first failed on, "" for none (issue 22)
     found_on: str = ""
+    #: the run-wide ids of the causes merged into this one (another region of it, found
+    #: and published before a triage knew it was the same bug): their sightings are its
+    joined: list[str] = field(default_factory=list)
 
     @property
     def problem(self) -> ConvProblem:
@@ -121,6 +124,9 @@ class Bug:
             also = f"{other.failure} ({other.function}) {other.trigger}"
             if also not in self.also:
                 self.also.append(also)
+        for cause in (other.cause, *other.joined):
+            if cause and cause != self.cause and cause not in self.joined:
+                self.joined.append(cause)
         self.sightings += [*other.sightings, {
             "function": other.function, "check": other.check, "failure": other.failure,
             "op": other.op, "case_file": other.case_file,
@@ -145,6 +151,7 @@ class Bug:
                 "evidence": self.evidence, "cause": self.cause, "sighting": self.sighting,
                 "minimal": not self.not_minimal, "not_minimal_because": self.not_minimal,
                 "sightings": self.sightings, "found_on": self.found_on or None,
+                "joined_causes": self.joined,
                 "report": self.report}
 
     @classmethod
@@ -163,7 +170,8 @@ class Bug:
                    cause=raw.get("cause", ""), sighting=bool(raw.get("sighting", False)),
                    not_minimal=raw.get("not_minimal_because", ""),
                    sightings=list(raw.get("sightings") or []),
-                   found_on=raw.get("found_on") or "")
+                   found_on=raw.get("found_on") or "",
+                   joined=list(raw.get("joined_causes") or []))
 
 
 #: failures that show a deterministic cause's state rather than a cause of their own
@@ -279,33 +287,51 @@ def merge(bugs: list[Bug], order: list[str]) -> list[Bug]:
             entry = next((e for e in out if e.same_as(bug) or part_of(bug, e)), None)
         if entry is not None:
             if _simpler(bug, entry):
+                if bug.function != entry.function:  # the case shown moves to another function
+                    entry.sightings.append(_displaced(entry))
+                    entry.function, entry.op, entry.found_on = (bug.function, bug.op,
+                                                                bug.found_on)
                 entry.case_file, entry.params, entry.layouts = (bug.case_file, bug.params,
                                                                 bug.layouts)
+                entry.alone, entry.alone_reason = bug.alone, bug.alone_reason
             entry.absorb(bug)
         else:
             entry = Bug(**{**bug.__dict__, "checks": list(bug.checks or [bug.check]),
                            "functions": list(bug.functions or (
                                [bug.function] if bug.function else [])),
                            "also": list(bug.also), "sightings": list(bug.sightings),
+                           "joined": list(bug.joined),
                            "sighting": False})
             out.append(entry)
-        if bug.cause:
-            by_cause.setdefault(bug.cause, entry)
+        for cause in (bug.cause, *entry.joined):
+            if cause:
+                by_cause.setdefault(cause, entry)
     for entry in out:
         entry.checks.sort(key=lambda name: rank.get(name, len(rank)))
     return out
 
 
 def _simpler(bug: Bug, entry: Bug) -> bool:
-    """Whether ``bug``'s case should stand for ``entry``: the same kind and function,
-    a smaller problem, with a case file, no worse at reproducing alone, and inside
-    the entry's trigger (a finding merged for another region of one bug, "also fails
-    when: stride = 3", must not show under "fails when stride = 2")."""
-    return (bug.case_file is not None and (bug.failure, bug.function) == (entry.failure,
-                                                                           entry.function)
+    """Whether ``bug``'s case should stand for ``entry``: the same kind, of the same
+    function or of that function in fewer dimensions (one cause of conv1d, conv2d and
+    conv3d shows conv1d's case), a smaller problem, with a case file, no worse at
+    reproducing alone, and inside the entry's trigger (a finding merged for another
+    region of one bug, "also fails when: stride = 3", must not show under "fails
+    when stride = 2")."""
+    return (bug.case_file is not None and bug.failure == entry.failure
+            and (bug.function == entry.function
+                 or in_fewer_dimensions(bug.function, entry.function))
             and _size(bug) < _size(entry) and (bug.alone is True or entry.alone is not True)
             and not bug.not_minimal
             and matches(entry.conditions, bug.problem, bug.layouts))
+
+
+def _displaced(entry: Bug) -> dict[str, Any]:
+    """The case ``entry`` showed, kept with its sightings when a plainer case of another
+    function takes its place."""
+    return {"function": entry.function, "check": entry.check, "failure": entry.failure,
+            "op": entry.op, "case_file": entry.case_file, "descriptor": entry.descriptor(),
+            "alone": entry.alone}
 
 
 def _size(bug: Bug) -> tuple[int, ...]:

@@ -18,7 +18,7 @@ import pytest
 
 from harness.checks.registry import examine
 from harness.descriptor import format_descriptor, parse_descriptor
-from harness.problem import ConvCase, ConvProblem
+from harness.problem import ConvCase, ConvProblem, in_fewer_dimensions
 from harness.running.loader import load_implementation
 from harness.running.capabilities import Capabilities
 from harness.triage import boundary, causes, evidence
@@ -314,6 +314,52 @@ def test_an_entry_shows_no_case_outside_its_own_trigger():
     assert (entry.case_file, entry.params["stride"]) == ("own.json", [2])
 
 
+def test_one_cause_in_three_dimensions_shows_its_case_in_the_fewest():
+    """Issue 34: a cause found in conv3d and met, shrunk and verified, in conv1d (a
+    sighting with its own case file): the entry's case is conv1d's, the plainer, and
+    conv3d's is kept with the sightings. A smaller case of another kind of function
+    (conv1d_backward's) or in more dimensions never stands for it."""
+    dilation = [("dilation", ">=", 2, None)]
+    cause = _bug("raised", "conv3d", _conv("conv3d", dilation=(1, 1, 2)), dilation,
+                 case_file="conv3d.json", alone=True, cause="c", signature="raised E")
+    conv1 = _bug("raised", "conv1d", _conv("conv1d", dilation=(2,)), dilation,
+                 case_file="conv1d.json", alone=True, cause="c", sighting=True)
+    backward = _bug("raised", "conv1d_backward", _conv("conv1d", dilation=(2,)), dilation,
+                    case_file="backward.json", alone=True, cause="c", sighting=True)
+    (entry,) = merge([conv1, cause, backward], ["forward"])
+    assert (entry.function, entry.op, entry.case_file) == ("conv1d", "conv1d", "conv1d.json")
+    assert {s["case_file"] for s in entry.sightings} >= {"conv3d.json", "backward.json"}
+    # in more dimensions: not plainer, whatever its size
+    conv2 = _bug("raised", "conv2d", _conv("conv2d", input_size=(3, 3), dilation=(1, 2)),
+                 dilation,
+                 case_file="conv2d.json", alone=True, cause="d", signature="raised E")
+    (entry,) = merge([conv2, _bug("raised", "conv3d", _conv("conv3d", dilation=(1, 1, 2)),
+                                  dilation, case_file="3d.json", alone=True, cause="d",
+                                  sighting=True)], ["forward"])
+    assert entry.case_file == "conv2d.json"
+    assert in_fewer_dimensions("conv_transpose1d_backward", "conv_transpose3d_backward")
+    assert not in_fewer_dimensions("conv1d", "conv_transpose2d")
+    assert not in_fewer_dimensions("conv2d", "conv2d") and not in_fewer_dimensions(None, "conv2d")
+
+
+def test_a_sighting_of_a_region_merged_into_a_cause_joins_its_entry():
+    """A further search found a second region of one bug, published as a cause of its own
+    before the triage merged it ("also fails when"); another function's sighting of
+    that region joins the bug's one entry, not an entry of its own."""
+    stride, padding = [("stride", ">=", 2, None)], [("padding", ">=", 1, None)]
+    first = _bug("forward", "conv2d", problem(stride=(2, 2)), stride, case_file="a.json",
+                 alone=True, cause="a")
+    region = _bug("forward", "conv2d", problem(padding=(1, 1)), padding, case_file="b.json",
+                  alone=True, cause="b")
+    first.absorb(region)
+    assert first.joined == ["b"]
+    again = Bug.from_json(first.to_json())  # as a worker sends it to the controller
+    sighting = _bug("forward", "conv1d", _conv("conv1d", padding=(1,)), padding,
+                    cause="b", sighting=True)
+    (entry,) = merge([sighting, again], ["forward"])
+    assert entry.functions == ["conv2d", "conv1d"] and entry.case_file == "a.json"
+
+
 @pytest.mark.parametrize("name, stride, axes", [
     ("nd_any_axis", (1, 1, 2), None), ("nd_any_axis", (1, 2), None), ("nd_any_axis", (2,), 1),
     ("nd_two_causes", (1, 1, 2), 3)])
@@ -604,6 +650,9 @@ def test_a_cause_in_three_dimensions_is_one_entry(tmp_path, monkeypatch, seed):
                                      "dilation >= 2"), bug["trigger"]
     p = bug["params"]
     assert p["batch"] == p["in_channels"] == p["out_channels"] == 1, p
+    # its case in the fewest dimensions, conv3d's kept with the sightings
+    assert (bug["function"], bug["op"]) == ("conv1d", "conv1d"), bug
+    assert any(s["function"] == "conv3d" and s["case_file"] for s in bug["sightings"]), bug
     assert bug["reproduces_alone"] is True
     scripts_exit_1(failures, bugs)
 
