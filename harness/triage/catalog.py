@@ -291,6 +291,7 @@ def merge(bugs: list[Bug], order: list[str]) -> list[Bug]:
                     entry.sightings.append(_displaced(entry))
                     entry.function, entry.op, entry.found_on = (bug.function, bug.op,
                                                                 bug.found_on)
+                    entry.explanation = list(bug.explanation)  # of that case's problem
                 entry.case_file, entry.params, entry.layouts = (bug.case_file, bug.params,
                                                                 bug.layouts)
                 entry.alone, entry.alone_reason = bug.alone, bug.alone_reason
@@ -313,14 +314,15 @@ def merge(bugs: list[Bug], order: list[str]) -> list[Bug]:
 
 def _simpler(bug: Bug, entry: Bug) -> bool:
     """Whether ``bug``'s case should stand for ``entry``: the same kind, of the same
-    function or of that function in fewer dimensions (one cause of conv1d, conv2d and
-    conv3d shows conv1d's case), a smaller problem, with a case file, no worse at
+    function or, explained, of that function in fewer dimensions (one cause of conv1d,
+    conv2d and conv3d shows conv1d's case and explanation), a smaller problem, with a case file, no worse at
     reproducing alone, and inside the entry's trigger (a finding merged for another
     region of one bug, "also fails when: stride = 3", must not show under "fails
     when stride = 2")."""
     return (bug.case_file is not None and bug.failure == entry.failure
             and (bug.function == entry.function
-                 or in_fewer_dimensions(bug.function, entry.function))
+                 or (in_fewer_dimensions(bug.function, entry.function)
+                     and bool(bug.explanation)))
             and _size(bug) < _size(entry) and (bug.alone is True or entry.alone is not True)
             and not bug.not_minimal
             and matches(entry.conditions, bug.problem, bug.layouts))

@@ -48,7 +48,7 @@ from harness import suite
 from harness.checks.diagnosis import diagnose
 from harness.checks.registry import examine
 from harness.reporting.failures import script_path
-from harness.problem import ConvCase
+from harness.problem import ConvCase, in_fewer_dimensions
 from harness.running.calling import CheckFailure
 from harness.running.loader import is_path, split_spec
 from harness.running.target import Target
@@ -56,7 +56,7 @@ from harness.state import STATE, Budget, Found, RunState, TestState, running
 from harness.triage import boundary, causes, evidence
 from harness.triage.catalog import Bug, part_of, signature
 from harness.triage.causes import CauseBook
-from harness.triage.explain import explain, failure_probe
+from harness.triage.explain import Explanation, explain, failure_probe
 from harness.triage import stored, sweep
 from harness.triage.history import HISTORY, history_dependent, verify_alone
 from strategies.problems import Focus
@@ -181,6 +181,11 @@ def describe(found: Found, state: TestState, print_script: bool = False,
     book = state.run.book
     known = attribute(book, target, bug, failure, case)
     if known is not None:
+        if in_fewer_dimensions(failure.function, known.function) and not comes_and_goes \
+                and not bug.evidence.get("unrepeatable"):
+            # its case may stand for the cause's entry (catalog.merge): with the
+            # explanation of its own problem, which the entry then shows
+            bug.explanation = list(_explanation(found, bug).rows)
         return _as_sighting(book, found, bug, known)
     key = database_key(target, found.check)
     recalled = stored.recall(key, target.impl.target, failure.check, failure.function,
@@ -200,16 +205,7 @@ def describe(found: Found, state: TestState, print_script: bool = False,
         bug.explanation = list(old.explanation)
         note = "\n" + stored.note(source)
     else:
-        caps = (target.impl.capabilities_for((failure.function,)) if failure.function
-                else suite.check_capabilities(target, found.check))
-        probe = failure_probe(target.impl, failure, target.timeout)
-        if comes_and_goes:  # mapped where it can happen, each problem called as often
-            probe = evidence.Repeated(probe, found.tries)
-        elif failure.check in evidence.VALUE_KINDS and failure.function and not \
-                bug.evidence.get("precision"):
-            probe = evidence.beyond_rounding(probe, target.impl, failure.function,
-                                             target.timeout)
-        explanation = explain(case, probe, caps)
+        explanation = _explanation(found, bug)
         smaller = (_reshrunk(found, explanation.smaller)
                    if explanation.smaller is not None and not comes_and_goes
                    and reshrunk < MAX_RESHRINKS else None)
@@ -233,6 +229,23 @@ def describe(found: Found, state: TestState, print_script: bool = False,
     bug.report = _bug_text(found, bug.trigger, explanation, print_script) + note
     book.publish(target.impl.spec, bug)
     return bug
+
+
+def _explanation(found: Found, bug: Bug) -> Explanation:
+    """The explanation of ``found``'s failure on its case: single changes, each called
+    as the search called it (``found.tries`` times for one that comes and goes), a
+    wrong value counted where it is beyond rounding (unless its evidence is a
+    precision)."""
+    target, failure = found.target, found.failure
+    caps = (target.impl.capabilities_for((failure.function,)) if failure.function
+            else suite.check_capabilities(target, found.check))
+    probe = failure_probe(target.impl, failure, target.timeout)
+    if bug.evidence.get("fails_in"):  # mapped where it can happen, each problem as often
+        probe = evidence.Repeated(probe, found.tries)
+    elif failure.check in evidence.VALUE_KINDS and failure.function and not \
+            bug.evidence.get("precision"):
+        probe = evidence.beyond_rounding(probe, target.impl, failure.function, target.timeout)
+    return explain(found.case, probe, caps)
 
 
 def _reshrunk(found: Found, smaller: ConvCase) -> Found | None:

@@ -242,7 +242,8 @@ def _bug(failure, function, p, conditions=(), **kw) -> Bug:
     from harness.triage.explain import Condition
     return Bug(check=kw.pop("check", "forward"), failure=failure, function=function, op=p.op,
                params=p.params(), layouts={}, trigger="t",
-               conditions=[Condition(*c) for c in conditions], explanation=[],
+               conditions=[Condition(*c) for c in conditions],
+               explanation=kw.pop("explanation", []),
                case_file=kw.pop("case_file", None), **kw)
 
 
@@ -322,12 +323,19 @@ def test_one_cause_in_three_dimensions_shows_its_case_in_the_fewest():
     dilation = [("dilation", ">=", 2, None)]
     cause = _bug("raised", "conv3d", _conv("conv3d", dilation=(1, 1, 2)), dilation,
                  case_file="conv3d.json", alone=True, cause="c", signature="raised E")
+    rows = [Row("dilation", 0, 2, (2, 3), (1,))]
     conv1 = _bug("raised", "conv1d", _conv("conv1d", dilation=(2,)), dilation,
-                 case_file="conv1d.json", alone=True, cause="c", sighting=True)
+                 case_file="conv1d.json", alone=True, cause="c", sighting=True,
+                 explanation=rows)
     backward = _bug("raised", "conv1d_backward", _conv("conv1d", dilation=(2,)), dilation,
-                    case_file="backward.json", alone=True, cause="c", sighting=True)
+                    case_file="backward.json", alone=True, cause="c", sighting=True,
+                    explanation=rows)
+    unexplained = _bug("raised", "conv1d", _conv("conv1d", dilation=(2,)), dilation,
+                       case_file="unexplained.json", alone=True, cause="c", sighting=True)
+    assert merge([cause, unexplained], ["forward"])[0].case_file == "conv3d.json"
     (entry,) = merge([conv1, cause, backward], ["forward"])
     assert (entry.function, entry.op, entry.case_file) == ("conv1d", "conv1d", "conv1d.json")
+    assert entry.explanation == rows  # of the case it shows
     assert {s["case_file"] for s in entry.sightings} >= {"conv3d.json", "backward.json"}
     # in more dimensions: not plainer, whatever its size
     conv2 = _bug("raised", "conv2d", _conv("conv2d", input_size=(3, 3), dilation=(1, 2)),
@@ -652,6 +660,8 @@ def test_a_cause_in_three_dimensions_is_one_entry(tmp_path, monkeypatch, seed):
     assert p["batch"] == p["in_channels"] == p["out_channels"] == 1, p
     # its case in the fewest dimensions, conv3d's kept with the sightings
     assert (bug["function"], bug["op"]) == ("conv1d", "conv1d"), bug
+    changes = bug["explanation"]["changes"]  # of that conv1d problem: its one axis
+    assert changes and all(row["axis"] in (None, 0) for row in changes), changes
     assert any(s["function"] == "conv3d" and s["case_file"] for s in bug["sightings"]), bug
     assert bug["reproduces_alone"] is True
     scripts_exit_1(failures, bugs)
