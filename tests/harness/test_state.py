@@ -10,6 +10,7 @@ import ast
 import contextlib
 import time
 from pathlib import Path
+from typing import Iterator
 
 from hypothesis import settings
 
@@ -181,15 +182,17 @@ PROCESS_GLOBALS = {
 }
 
 
-def rebound_globals(root: Path, folders: tuple[str, ...]) -> set[tuple[str, str]]:
-    """(file, name) of each ``global`` statement's names under ``folders`` of ``root``."""
-    found = set()
+def modules(root: Path, folders: tuple[str, ...]) -> Iterator[tuple[str, ast.Module]]:
+    """(file relative to ``root``, its syntax tree) of each module under ``folders``."""
     for folder in folders:
         for path in sorted((root / folder).rglob("*.py")):
-            tree = ast.parse(path.read_text(), str(path))
-            found |= {(path.relative_to(root).as_posix(), name) for node in ast.walk(tree)
-                      if isinstance(node, ast.Global) for name in node.names}
-    return found
+            yield path.relative_to(root).as_posix(), ast.parse(path.read_text(), str(path))
+
+
+def rebound_globals(root: Path, folders: tuple[str, ...]) -> set[tuple[str, str]]:
+    """(file, name) of each ``global`` statement's names under ``folders`` of ``root``."""
+    return {(file, name) for file, tree in modules(root, folders) for node in ast.walk(tree)
+            if isinstance(node, ast.Global) for name in node.names}
 
 
 def test_no_module_global_holds_the_state_of_a_test_or_a_run():
@@ -235,18 +238,16 @@ def empty_containers(root: Path, folders: tuple[str, ...]) -> set[tuple[str, str
         return name in _EMPTY
 
     found = set()
-    for folder in folders:
-        for path in sorted((root / folder).rglob("*.py")):
-            for node in ast.parse(path.read_text(), str(path)).body:
-                if isinstance(node, ast.Assign):
-                    targets, value = node.targets, node.value
-                elif isinstance(node, ast.AnnAssign) and node.value is not None:
-                    targets, value = [node.target], node.value
-                else:
-                    continue
-                if empty(value):
-                    found |= {(path.relative_to(root).as_posix(), ast.unparse(t))
-                              for t in targets}
+    for file, tree in modules(root, folders):
+        for node in tree.body:
+            if isinstance(node, ast.Assign):
+                targets, value = node.targets, node.value
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                targets, value = [node.target], node.value
+            else:
+                continue
+            if empty(value):
+                found |= {(file, ast.unparse(target)) for target in targets}
     return found
 
 
