@@ -127,10 +127,12 @@ class Bug:
         for cause in (other.cause, *other.joined):
             if cause and cause != self.cause and cause not in self.joined:
                 self.joined.append(cause)
-        self.sightings += [*other.sightings, {
-            "function": other.function, "check": other.check, "failure": other.failure,
-            "op": other.op, "case_file": other.case_file,
-            "descriptor": other.descriptor(), "alone": other.alone}]
+        self.sightings += other.sightings
+        if other.case_file is None or other.case_file != self.case_file:  # not the one shown
+            self.sightings.append({
+                "function": other.function, "check": other.check, "failure": other.failure,
+                "op": other.op, "case_file": other.case_file,
+                "descriptor": other.descriptor(), "alone": other.alone})
         if self.alone is not True and other.alone is True and other.case_file \
                 and other.failure == self.failure:
             self.alone, self.alone_reason = True, ""
@@ -291,7 +293,8 @@ def merge(bugs: list[Bug], order: list[str]) -> list[Bug]:
                     entry.sightings.append(_displaced(entry))
                     entry.function, entry.op, entry.found_on = (bug.function, bug.op,
                                                                 bug.found_on)
-                    entry.explanation = list(bug.explanation)  # of that case's problem
+                if bug.explanation:  # the rows of the problem shown, where it has its own
+                    entry.explanation = list(bug.explanation)
                 entry.case_file, entry.params, entry.layouts = (bug.case_file, bug.params,
                                                                 bug.layouts)
                 entry.alone, entry.alone_reason = bug.alone, bug.alone_reason
