@@ -337,17 +337,14 @@ def sighted(state: TestState, target: Target, check: str, failure: CheckFailure,
     """Whether a cause known run-wide (found by another search, maybe another worker)
     covers ``failure``: then it is a sighting of that cause, not a failure to shrink.
 
-    Except where the cause was found in the same function in more dimensions
-    (conv3d's, met in conv1d) and nowhere else: that failure is shrunk and described (a
-    sighting with a case file of its own), so that the cause's entry can show its
-    plainer case."""
+    A cause of the same function in more dimensions (conv3d's, met in conv1d) is not
+    asked: a failure only it covers is shrunk and described (a sighting with a case
+    file of its own), so that the cause's entry can show its plainer case."""
     case = failure.case if failure.case is not None else drawn
-    records = state.run.book.known(target.impl.spec)
-    records.sort(key=lambda record: in_fewer_dimensions(failure.function, record.function))
-    for record in records:
+    for record in state.run.book.known(target.impl.spec):
+        if in_fewer_dimensions(failure.function, record.function):
+            continue
         if causes.covers(record, failure, case, target.impl, target.timeout):
-            if in_fewer_dimensions(failure.function, record.function):
-                return False
             seen = state.sightings.setdefault(record.cause, [None, 0])
             if seen[0] is None or case.problem.size_rank() < seen[0].problem.size_rank():
                 seen[0] = causes.sighting(record, check, failure, case)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.running.calling import TimeLimit, Timeout, as_time_limit
+from harness.running.calling import TimeLimit, as_time_limit
 from harness.running.loader import Implementation
 
 
@@ -18,19 +18,15 @@ from harness.running.loader import Implementation
 class Target:
     """One implementation and one operation: what a conformance test runs on.
 
-    ``timeout``: the run's `TimeLimit` (seconds make a fresh one)."""
+    ``timeout``: the run's `TimeLimit` (given as seconds: a fresh one)."""
 
     impl: Implementation
     op: str
     timeout: TimeLimit
     failures_dir: Path
 
-    def __init__(self, impl: Implementation, op: str, timeout: Timeout,
-                 failures_dir: Path) -> None:
-        object.__setattr__(self, "impl", impl)
-        object.__setattr__(self, "op", op)
-        object.__setattr__(self, "timeout", as_time_limit(timeout))
-        object.__setattr__(self, "failures_dir", failures_dir)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "timeout", as_time_limit(self.timeout))
 
     def __str__(self) -> str:
         return f"{self.impl.name}-{self.op}"

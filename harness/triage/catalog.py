@@ -318,10 +318,10 @@ def merge(bugs: list[Bug], order: list[str]) -> list[Bug]:
 def _simpler(bug: Bug, entry: Bug) -> bool:
     """Whether ``bug``'s case should stand for ``entry``: the same kind, of the same
     function or, explained, of that function in fewer dimensions (one cause of conv1d,
-    conv2d and conv3d shows conv1d's case and explanation), a smaller problem, with a case file, no worse at
-    reproducing alone, and inside the entry's trigger (a finding merged for another
-    region of one bug, "also fails when: stride = 3", must not show under "fails
-    when stride = 2")."""
+    conv2d and conv3d shows conv1d's case and explanation), a smaller problem, with a
+    case file, no worse at reproducing alone, and inside the entry's trigger (a
+    finding merged for another region of one bug, "also fails when: stride = 3", must
+    not show under "fails when stride = 2")."""
     return (bug.case_file is not None and bug.failure == entry.failure
             and (bug.function == entry.function
                  or (in_fewer_dimensions(bug.function, entry.function)
