@@ -394,7 +394,11 @@ def triage(state: TestState, target: Target, check: str, first: list[Found],
         bug = _bug_of(found[0], state, print_script, known)
         same = [] if bug.sighting else [old for old in bugs
                                         if not old.sighting and old.same_as(bug)]
-        if bug.sighting:
+        if bug.sighting and any(_met_again(bug, old) for old in bugs):
+            # a sighting whose region stays open (`_excludes`) met again: every further
+            # search would shrink to it once more, so its region is excluded from now on
+            known.append(bug)
+        elif bug.sighting:
             bugs.append(bug)
             known += [bug] if _excludes(bug) else []
         elif same:
@@ -442,6 +446,12 @@ def _bug_of(found: Found, state: TestState, print_script: bool, known: list[Bug]
     if not found.repeats:
         return _history_bug(state.run, found)
     return describe_and_verify(found, state, print_script)
+
+
+def _met_again(bug: Bug, old: Bug) -> bool:
+    """Whether sighting ``bug`` is ``old`` again: the same cause, kind and function."""
+    return old.sighting and (old.cause, old.failure, old.function) == (
+        bug.cause, bug.failure, bug.function)
 
 
 def _excludes(bug: Bug) -> bool:

@@ -339,8 +339,14 @@ ORACLE_FREE = ("adjoint", "linearity", "finite_difference", "pointwise", "delta_
 
 def test_batch_consistency_sees_images_mixed_up_where_the_adjoint_does_not(tmp_path,
                                                                            monkeypatch):
-    bugs, failures, _ = in_process(tmp_path, monkeypatch, f"{TWO_BUGS}:batch_swap",
-                                   ORACLE_FREE)
+    bugs, failures, out = in_process(tmp_path, monkeypatch, f"{TWO_BUGS}:batch_swap",
+                                     ORACLE_FREE)
+    # batch_consistency meets linearity's grad_input cause, tied to it by its evidence
+    # (the exact gradient of the wrong forward), whose region a further search keeps
+    # open: met once, not shrunk to again in every round until --conv-max-bugs
+    sightings = [block.split("\n")[:2] for block in out.split("--- a known bug again")[1:]]
+    assert len(sightings) == len({tuple(s) for s in sightings}), sightings
+    assert "stopped at --conv-max-bugs" not in out, out[-3000:]
     seen = {check for bug in bugs for check in bug["checks"]}
     assert "batch_consistency" in seen
     assert not seen & {"adjoint", "finite_difference", "pointwise", "delta_kernel", "repeatable"}
