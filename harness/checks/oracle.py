@@ -58,11 +58,12 @@ def torch_available() -> bool:
 
 @dataclass(frozen=True)
 class Reference:
-    """float64 results of one problem: ``y`` and the three gradients (None for no bias)."""
+    """float64 results of one problem: ``y`` and the three gradients (None for no bias,
+    and all three None where only the forward was asked for)."""
 
     y: np.ndarray
-    grad_input: np.ndarray
-    grad_weight: np.ndarray
+    grad_input: np.ndarray | None
+    grad_weight: np.ndarray | None
     grad_bias: np.ndarray | None
 
     def __getitem__(self, name: str) -> np.ndarray | None:
@@ -70,8 +71,9 @@ class Reference:
 
 
 def _run(problem: ConvProblem, x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
-         grad_output: np.ndarray) -> tuple[Reference, Reference]:
-    """Results and magnitudes of ``problem`` on these values (see the module doc)."""
+         grad_output: np.ndarray, gradients: bool = True) -> tuple[Reference, Reference]:
+    """Results and magnitudes of ``problem`` on these values (see the module doc);
+    without ``gradients``, the forward's alone."""
     torch = _torch()
     fn = getattr(torch.nn.functional, problem.op)
 
@@ -80,26 +82,29 @@ def _run(problem: ConvProblem, x: np.ndarray, weight: np.ndarray, bias: np.ndarr
         return np.concatenate([a, np.abs(a)], axis=axis)
 
     def leaf(a: np.ndarray, axis: int) -> Any:
-        return torch.from_numpy(twin(a, axis)).requires_grad_()
+        return torch.from_numpy(twin(a, axis)).requires_grad_(gradients)
 
     tx, tw = leaf(x, 1), leaf(weight, 0)
     tb = None if bias is None else leaf(bias, 0)
     kwargs = dict(problem.kwargs(), groups=2 * problem.groups)
     y = fn(tx, tw, tb, **kwargs)
-    y.backward(torch.from_numpy(twin(grad_output, 1)))
 
     def halves(t: Any, axis: int) -> tuple[np.ndarray, np.ndarray]:
         a = t.detach().numpy()
         return tuple(np.split(a, 2, axis=axis))  # type: ignore[return-value]
 
-    parts = [halves(y, 1), halves(tx.grad, 1), halves(tw.grad, 0),
-             (None, None) if tb is None else halves(tb.grad, 0)]
+    parts = [halves(y, 1)] + [(None, None)] * 3
+    if gradients:  # the backward costs most of a small problem's torch time
+        y.backward(torch.from_numpy(twin(grad_output, 1)))
+        parts[1:] = [halves(tx.grad, 1), halves(tw.grad, 0),
+                     (None, None) if tb is None else halves(tb.grad, 0)]
     return Reference(*(part[0] for part in parts)), Reference(*(part[1] for part in parts))
 
 
-def evaluate(case: ConvCase) -> tuple[Reference, Reference]:
-    """The case's float64 results and their magnitudes, from one torch call."""
-    return _run(case.problem, case.x, case.weight, case.bias, case.grad_output)
+def evaluate(case: ConvCase, gradients: bool = True) -> tuple[Reference, Reference]:
+    """The case's float64 results and their magnitudes, from one torch call; without
+    ``gradients``, the forward's alone (``y``; the gradients None)."""
+    return _run(case.problem, case.x, case.weight, case.bias, case.grad_output, gradients)
 
 
 def warm_up() -> None:

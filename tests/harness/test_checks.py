@@ -116,3 +116,22 @@ def test_a_check_is_added_in_one_place_its_registration(monkeypatch):
     assert marks["skipif"].kwargs["reason"] == "new checks are opt-in: --conv-new"
     assert "--conv-new" in marks["skipif"].args[0]
     assert hasattr(test, "hypothesis")  # a @given test of the drawn data
+
+
+def test_the_forward_oracle_alone_gives_the_same_result_and_magnitude():
+    """The forward check asks torch for the forward alone (its backward is most of a
+    small problem's torch time); what it gets is what the full call gives."""
+    from harness.checks import oracle
+    from strategies.cases import noise_case
+
+    for op in ("conv1d", "conv_transpose2d"):
+        problem = ConvProblem.from_params(op, dict(
+            batch=2, in_channels=2, out_channels=4, input_size=[5] * int(op[-2]),
+            kernel_size=[3] * int(op[-2]), stride=[2] * int(op[-2]),
+            padding=[1] * int(op[-2]), dilation=[1] * int(op[-2]), groups=2, bias=True,
+            dtype="float32"))
+        case = noise_case(problem)
+        (full, full_size), (alone, alone_size) = oracle.evaluate(case), oracle.evaluate(
+            case, gradients=False)
+        assert np.array_equal(full.y, alone.y) and np.array_equal(full_size.y, alone_size.y)
+        assert alone.grad_input is alone.grad_weight is alone.grad_bias is None
