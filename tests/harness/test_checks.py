@@ -10,7 +10,6 @@ from hypothesis import Phase, find, given, settings
 
 from harness.checks.registry import REGISTRY, run_check
 from harness.problem import ConvCase, ConvProblem
-from harness.running.calling import CheckFailure
 from harness.running.loader import load_implementation
 from strategies import conv_cases
 from tests.harness.conftest import QUIET, fails
