@@ -394,7 +394,7 @@ def triage(state: TestState, target: Target, check: str, first: list[Found],
         bug = _bug_of(found[0], state, print_script, known)
         same = [] if bug.sighting else [old for old in bugs
                                         if not old.sighting and old.same_as(bug)]
-        if bug.sighting and any(_met_again(bug, old) for old in bugs):
+        if bug.sighting and not _excludes(bug) and any(_met_again(bug, old) for old in bugs):
             # a sighting whose region stays open (`_excludes`) met again: every further
             # search would shrink to it once more, so its region is excluded from now on
             known.append(bug)

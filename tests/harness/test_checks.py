@@ -9,7 +9,7 @@ import pytest
 from hypothesis import Phase, find, given, settings
 
 from harness.checks.registry import REGISTRY, run_check
-from harness.problem import ConvCase, ConvProblem
+from harness.problem import OPS, ConvCase, ConvProblem
 from harness.running.loader import load_implementation
 from strategies import conv_cases
 from tests.harness.conftest import QUIET, fails
@@ -124,10 +124,10 @@ def test_the_forward_oracle_alone_gives_the_same_result_and_magnitude():
     from strategies.cases import noise_case
 
     for op in ("conv1d", "conv_transpose2d"):
+        nd = OPS[op].spatial_dims
         problem = ConvProblem.from_params(op, dict(
-            batch=2, in_channels=2, out_channels=4, input_size=[5] * int(op[-2]),
-            kernel_size=[3] * int(op[-2]), stride=[2] * int(op[-2]),
-            padding=[1] * int(op[-2]), dilation=[1] * int(op[-2]), groups=2, bias=True,
+            batch=2, in_channels=2, out_channels=4, input_size=[5] * nd, kernel_size=[3] * nd,
+            stride=[2] * nd, padding=[1] * nd, dilation=[1] * nd, groups=2, bias=True,
             dtype="float32"))
         case = noise_case(problem)
         (full, full_size), (alone, alone_size) = oracle.evaluate(case), oracle.evaluate(
