@@ -107,6 +107,12 @@ class Bug:
         return bool(shared) or (matches(self.conditions, other.problem, other.layouts)
                                 or matches(other.conditions, self.problem, self.layouts))
 
+    def seen(self) -> dict[str, Any]:
+        """This finding as one of an entry's sightings: where it was seen, and its case."""
+        return {"function": self.function, "check": self.check, "failure": self.failure,
+                "op": self.op, "case_file": self.case_file, "descriptor": self.descriptor(),
+                "alone": self.alone}
+
     def absorb(self, other: "Bug") -> None:
         """Merge a finding of the same bug into this entry."""
         for name in other.checks or [other.check]:
@@ -129,10 +135,7 @@ class Bug:
                 self.joined.append(cause)
         self.sightings += other.sightings
         if other.case_file is None or other.case_file != self.case_file:  # not the one shown
-            self.sightings.append({
-                "function": other.function, "check": other.check, "failure": other.failure,
-                "op": other.op, "case_file": other.case_file,
-                "descriptor": other.descriptor(), "alone": other.alone})
+            self.sightings.append(other.seen())
         if self.alone is not True and other.alone is True and other.case_file \
                 and other.failure == self.failure:
             self.alone, self.alone_reason = True, ""
@@ -290,7 +293,7 @@ def merge(bugs: list[Bug], order: list[str]) -> list[Bug]:
         if entry is not None:
             if _simpler(bug, entry):
                 if bug.function != entry.function:  # the case shown moves to another function
-                    entry.sightings.append(_displaced(entry))
+                    entry.sightings.append(entry.seen())  # the case it showed
                     entry.function, entry.op, entry.found_on = (bug.function, bug.op,
                                                                 bug.found_on)
                 if bug.explanation:  # the rows of the problem shown, where it has its own
@@ -329,14 +332,6 @@ def _simpler(bug: Bug, entry: Bug) -> bool:
             and _size(bug) < _size(entry) and (bug.alone is True or entry.alone is not True)
             and not bug.not_minimal
             and matches(entry.conditions, bug.problem, bug.layouts))
-
-
-def _displaced(entry: Bug) -> dict[str, Any]:
-    """The case ``entry`` showed, kept with its sightings when a plainer case of another
-    function takes its place."""
-    return {"function": entry.function, "check": entry.check, "failure": entry.failure,
-            "op": entry.op, "case_file": entry.case_file, "descriptor": entry.descriptor(),
-            "alone": entry.alone}
 
 
 def _size(bug: Bug) -> tuple[int, ...]:
