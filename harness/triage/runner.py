@@ -6,8 +6,9 @@ machine), again for every bug and every candidate sequence. Instead one
 process per harness process imports NumPy and torch (all a script imports
 besides the implementation) and forks a child per script: each child starts
 from that state, imports the implementation itself, and runs the script as
-``__main__``, as ``python script.py`` would. Requests are served in order,
-one child at a time.
+``__main__``, as ``python script.py`` would, in the folder and with the
+environment of the request (what a subprocess started then would inherit).
+Requests are served in order, one child at a time.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-#: the server: reads {"script", "cwd", "timeout"} lines, answers {"code", "out"} lines
+#: the server: reads {"script", "cwd", "env", "timeout"} lines, answers {"code", "out"} lines
 _SERVER = r'''
 import json, os, runpy, shutil, sys, tempfile, time
 import numpy
@@ -42,6 +43,8 @@ try:
             null = os.open(os.devnull, os.O_WRONLY)
             os.dup2(null, 2)
             os.chdir(request["cwd"])
+            os.environ.clear()
+            os.environ.update(request["env"])
             sys.argv = [request["script"]]
             sys.path[0] = os.path.dirname(os.path.abspath(request["script"]))
             code = 0
@@ -92,11 +95,15 @@ class ScriptRunner:
                                          stderr=subprocess.DEVNULL, cwd=os.getcwd())
         return self.proc
 
-    def run(self, script: Path, timeout: float) -> tuple[int | None, str]:
+    def run(self, script: Path, timeout: float,
+            cwd: Path | None = None) -> tuple[int | None, str]:
+        """``script`` run as ``python script`` would be from ``cwd`` (else the current
+        folder) with this process's environment as it is now."""
         proc = self._server()
         try:
             proc.stdin.write(json.dumps({"script": str(Path(script).resolve()),
-                                         "cwd": os.getcwd(), "timeout": timeout}) + "\n")
+                                         "cwd": str(cwd or os.getcwd()), "env": dict(os.environ),
+                                         "timeout": timeout}) + "\n")
             proc.stdin.flush()
             line = proc.stdout.readline()
             answer = json.loads(line)

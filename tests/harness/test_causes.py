@@ -570,6 +570,14 @@ def test_scripts_run_in_forked_children_with_their_own_exit_codes(tmp_path, monk
         state = tmp_path / "state.py"
         state.write_text("import sys\nprint(hasattr(sys, 'seen'))\nsys.seen = 1\n")
         assert runner.run(state, 60) == runner.run(state, 60) == (0, "False\n")
+        # the folder asked for, and the environment as it is at the request
+        where = tmp_path / "elsewhere"
+        where.mkdir()
+        env = tmp_path / "env.py"
+        env.write_text("import os\nprint(os.getcwd(), os.environ.get('CONV_RUNNER_PROBE'))\n")
+        monkeypatch.setenv("CONV_RUNNER_PROBE", "set after the server started")
+        assert runner.run(env, 60, cwd=where) == (
+            0, f"{where} set after the server started\n")
         hang = tmp_path / "hang.py"
         hang.write_text("import time\ntime.sleep(60)\n")
         assert runner.run(hang, 0.5)[0] is None

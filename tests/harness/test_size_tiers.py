@@ -10,15 +10,12 @@ from __future__ import annotations
 import functools
 import json
 import math
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
-from hypothesis import strategies as st
 
 from harness.checks.registry import run_check
 from harness.problem import OPS, ConvCase, ConvProblem
@@ -29,6 +26,7 @@ from strategies import DEFAULT_BOUNDS, conv_cases, conv_problems
 from strategies.cases import noise
 from strategies.problems import FLOAT16_MAX_TERMS, LARGE_TIERS
 from tests.harness.conftest import fails
+from tests.harness.test_triage import script_exits_1
 
 HERE = Path(__file__).parent
 QUIET = dict(database=None, deadline=None,
@@ -342,9 +340,7 @@ def test_the_suite_finds_size_bugs_and_shrinks_them_to_the_boundary(run_pytest, 
             assert minimal(problem), (impl, record["check"], problem.describe())
             scripts.append((impl, Path(record["path"]).with_suffix(".py")))
     for impl, script in scripts:
-        ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                             timeout=120, cwd=HERE.parents[1])
-        assert ran.returncode == 1, (impl, script.name, ran.stdout[-2000:], ran.stderr[-2000:])
+        script_exits_1(script, HERE.parents[1])
 
 
 @pytest.mark.parametrize("bug,op,minimal", [

@@ -23,6 +23,7 @@ from harness.problem import ConvCase, ConvProblem
 from harness.running.loader import load_implementation
 from harness.triage.catalog import Bug, merge
 from harness.triage.explain import explain, failure_probe, matches
+from harness.triage.runner import RUNNER
 from tests.harness.in_process import run_entries
 
 TWO_BUGS = Path(__file__).resolve().parent / "two_bugs.py"
@@ -144,13 +145,22 @@ def in_process(tmp_path, monkeypatch, spec: str, checks: tuple[str, ...],
     return bugs, failures, out
 
 
+def script_exits_1(script: Path, cwd: Path) -> None:
+    """``python script`` from ``cwd`` exits 1. Run by the harness's script server (a fork
+    of a process that has imported NumPy and torch: not a torch import per script);
+    any other exit is run again in a fresh interpreter, whose whole output the failure
+    shows, and the server's exit must agree with it."""
+    code, out = RUNNER.run(script, 300, cwd=cwd)
+    if code != 1:
+        fresh = subprocess.run([sys.executable, str(script)], cwd=cwd, capture_output=True,
+                               text=True, timeout=300)
+        pytest.fail(f"{script.name}: exit {code} in the script server, {fresh.returncode} "
+                    f"in a fresh python\n{fresh.stdout[-3000:]}{fresh.stderr[-3000:]}")
+
+
 def scripts_exit_1(failures: Path, bugs: list[dict]) -> None:
-    runs = [subprocess.Popen([sys.executable, str(failures / Path(b["case_file"]).with_suffix(
-        ".py"))], cwd=failures, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        for b in bugs]
-    for proc in runs:
-        out, err = proc.communicate(timeout=300)
-        assert proc.returncode == 1, out + err
+    for bug in bugs:
+        script_exits_1(failures / Path(bug["case_file"]).with_suffix(".py"), failures)
 
 
 def minimal(bug: dict) -> dict:
