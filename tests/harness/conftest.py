@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from hypothesis import HealthCheck, settings
 from harness.checks.registry import run_check
 from harness.profiles import without_local_constants
 from harness.running.calling import CheckFailure
+from tests.harness.pytest_server import PytestServer
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,9 +39,34 @@ def fails(check: str, implementation, case) -> bool:
     return False
 
 
+@pytest.fixture(scope="session", autouse=True)
+def shared_bytecode(tmp_path_factory):
+    """Every process the tests start (pytest runs, scripts, the console script) reads
+    and writes one bytecode cache, in the session's temporary folder (both xdist
+    workers', under their common parent), never in the sources or the venv.
+
+    Where $PYTHONDONTWRITEBYTECODE is set (this project's machines set it) nothing
+    is cached at all: each of those processes compiled the project's modules, and
+    pytest rewrote the assertions of Hypothesis's and the harness's (every module of
+    a distribution with a pytest plugin: 134 modules, about 0.8 s of each start)."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("PYTHONPYCACHEPREFIX", str(tmp_path_factory.getbasetemp().parent / "pycache"))
+        env.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+        yield
+
+
+@pytest.fixture(scope="session")
+def forked_runs(shared_bytecode):
+    """The worker's `PytestServer`: pytest runs forked from a process that has imported
+    torch (tests/harness/pytest_server.py)."""
+    server = PytestServer()
+    yield server
+    server.close()
+
+
 @pytest.fixture
-def run_pytest(tmp_path):
-    """Run the conformance suite in a fresh pytest process, as a user would.
+def run_pytest(tmp_path, forked_runs):
+    """Run the conformance suite in a pytest process of its own, as a user would.
 
     ``run_pytest(*args, cwd=PROJECT_ROOT, env=None, timeout=900)`` returns the
     CompletedProcess (stdout and stderr as text). Failure files go to
@@ -52,10 +77,9 @@ def run_pytest(tmp_path):
             timeout: float = 900) -> subprocess.CompletedProcess:
         # The limit only stops a hung run; it asserts no speed. 300 s was outlasted by a
         # run of about a minute idle (test_history_sequences) at load 8-9.
-        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
+        options = ["-p", "no:cacheprovider", "-q"]
         if not any(str(a).startswith("--conv-failures") for a in args):
-            command += ["--conv-failures", str(tmp_path / "failures")]
+            options += ["--conv-failures", str(tmp_path / "failures")]
         full_env = {**os.environ, "HYPOTHESIS_PROFILE": "harness-test", **(env or {})}
-        return subprocess.run([*command, *map(str, args)], cwd=cwd, env=full_env,
-                              capture_output=True, text=True, timeout=timeout)
+        return forked_runs.run([*options, *map(str, args)], cwd, full_env, timeout)
     return run

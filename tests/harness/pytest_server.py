@@ -1,0 +1,146 @@
+"""pytest runs for the harness's tests without a torch import each.
+
+A test of the pytest wiring runs the suite as a user would: ``python -m pytest``
+in a process of its own. Most of such a run's start is importing torch (about
+1.3 s of CPU here, more than the search of a short run). The server below
+imports NumPy and torch once, as harness/triage/runner.py's script server
+does, and forks a child per run: the child takes the run's folder,
+environment, arguments and output files, and runs pytest's ``__main__`` as
+``python -m pytest`` does; its exit status (negative: the signal
+that ended it) is the run's. Everything else (pytest, Hypothesis, the
+harness, the implementation) the child imports itself, under the run's own
+environment.
+
+Where the run's environment differs from the server's in anything but
+`SAFE_TO_VARY` (a PYTHONPATH that hides torch, a thread count), what the
+server imported could differ from what the run would import: that run gets a
+fresh interpreter instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+#: environment variables a run may set differently from the server's: each is read
+#: by pytest, Hypothesis's profiles or the harness at run time, never by torch or
+#: NumPy at import
+SAFE_TO_VARY = frozenset({"HYPOTHESIS_PROFILE", "HYPOTHESIS_STORAGE_DIRECTORY", "CONV_IMPL",
+                          "CI", "CONV_DB", "CONV_DB_READ_ONLY", "PYTEST_CURRENT_TEST"})
+
+_SERVER = r'''
+import atexit, json, os, runpy, sys, time, traceback
+import numpy
+try:
+    import torch
+except ImportError:
+    pass
+import pytest
+reply = os.fdopen(os.dup(1), "w")
+main = os.path.join(os.path.dirname(pytest.__file__), "__main__.py")
+while True:
+    line = sys.stdin.readline()
+    if not line:
+        break
+    request = json.loads(line)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+            for fd, name in ((1, "stdout"), (2, "stderr")):
+                os.dup2(os.open(request[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
+            os.chdir(request["cwd"])
+            os.environ.clear()
+            os.environ.update(request["env"])
+            sys.argv = [main, *request["args"]]
+            sys.path[0] = request["cwd"]  # what python -m puts first
+            runpy.run_module("pytest", run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            try:
+                atexit._run_exitfuncs()
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(code)
+    deadline = time.monotonic() + request["timeout"]
+    code = None
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            code = os.waitstatus_to_exitcode(status)
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            break
+        time.sleep(0.01)
+    reply.write(json.dumps({"code": code}) + "\n")
+    reply.flush()
+'''
+
+
+class PytestServer:
+    """One server process, started on first use; `run` is ``subprocess.run`` of
+    ``python -m pytest ARGS`` with captured text output, made by a forked child where
+    the environment allows (see the module doc). One run at a time."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.env: dict[str, str] = {}
+        self.lock = threading.Lock()
+
+    def _server(self) -> subprocess.Popen:
+        if self.proc is None or self.proc.poll() is not None:
+            self.env = dict(os.environ)
+            self.proc = subprocess.Popen([sys.executable, "-c", _SERVER], text=True,
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL, env=self.env)
+        return self.proc
+
+    def forks(self, env: dict[str, str]) -> bool:
+        """Whether a run in ``env`` may be forked from the server."""
+        started = self.env if self.proc is not None else dict(os.environ)
+        differ = {k for k in started.keys() | env.keys() if started.get(k) != env.get(k)}
+        return differ <= SAFE_TO_VARY
+
+    def run(self, args: list[str], cwd: Path, env: dict[str, str],
+            timeout: float) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "pytest", *args]
+        if not self.forks(env):
+            return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
+                                  timeout=timeout)
+        with self.lock, tempfile.TemporaryDirectory(prefix="pytest-run-") as folder:
+            out, err = Path(folder) / "stdout", Path(folder) / "stderr"
+            proc = self._server()
+            proc.stdin.write(json.dumps({"args": args, "cwd": str(cwd), "env": env,
+                                         "stdout": str(out), "stderr": str(err),
+                                         "timeout": timeout}) + "\n")
+            proc.stdin.flush()
+            code = json.loads(proc.stdout.readline())["code"]
+            stdout = out.read_text(errors="replace") if out.exists() else ""
+            stderr = err.read_text(errors="replace") if err.exists() else ""
+        if code is None:
+            raise subprocess.TimeoutExpired(command, timeout, stdout, stderr)
+        return subprocess.CompletedProcess(command, code, stdout, stderr)
+
+    def close(self) -> None:
+        if self.proc is not None:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+            self.proc = None
