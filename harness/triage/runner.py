@@ -4,7 +4,9 @@ A script is verified "alone": nothing the run did may be in its process. A
 fresh Python per script costs the import of torch (seconds on a loaded
 machine), again for every bug and every candidate sequence. Instead one
 process per harness process imports NumPy and torch (all a script imports
-besides the implementation) and forks a child per script: each child starts
+besides the implementation), and what torch imports on its first backward
+(sympy, for its symbolic shapes: 0.3 s, five times what the rest of a short
+script's child costs), and forks a child per script: each child starts
 from that state, imports the implementation itself, and runs the script as
 ``__main__``, as ``python script.py`` would, in the folder and with the
 environment of the request (what a subprocess started then would inherit).
@@ -26,6 +28,10 @@ import json, os, runpy, shutil, sys, tempfile, time
 import numpy
 try:
     import torch
+except ImportError:
+    pass
+try:  # what autograd's first backward imports (sympy, mpmath): 0.3 s in every child
+    import torch.fx.experimental.symbolic_shapes
 except ImportError:
     pass
 reply = os.fdopen(os.dup(1), "w")

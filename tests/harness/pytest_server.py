@@ -40,6 +40,10 @@ try:
     import torch
 except ImportError:
     pass
+try:  # what autograd's first backward imports (sympy, mpmath): 0.3 s in every child
+    import torch.fx.experimental.symbolic_shapes
+except ImportError:
+    pass
 import pytest
 reply = os.fdopen(os.dup(1), "w")
 main = os.path.join(os.path.dirname(pytest.__file__), "__main__.py")
