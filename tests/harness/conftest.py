@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, settings
 from harness.checks.registry import run_check
 from harness.profiles import without_local_constants
 from harness.running.calling import CheckFailure
-from tests.harness.pytest_server import PytestServer
+from tests.harness.pytest_server import SERVER
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,18 +55,10 @@ def shared_bytecode(tmp_path_factory):
         yield
 
 
-@pytest.fixture(scope="session")
-def forked_runs(shared_bytecode):
-    """The worker's `PytestServer`: pytest runs forked from a process that has imported
-    torch (tests/harness/pytest_server.py)."""
-    server = PytestServer()
-    yield server
-    server.close()
-
-
 @pytest.fixture
-def run_pytest(tmp_path, forked_runs):
-    """Run the conformance suite in a pytest process of its own, as a user would.
+def run_pytest(tmp_path):
+    """Run the conformance suite in a pytest process of its own, as a user would
+    (forked from this process's `SERVER`, tests/harness/pytest_server.py).
 
     ``run_pytest(*args, cwd=PROJECT_ROOT, env=None, timeout=900)`` returns the
     CompletedProcess (stdout and stderr as text). Failure files go to
@@ -81,5 +73,5 @@ def run_pytest(tmp_path, forked_runs):
         if not any(str(a).startswith("--conv-failures") for a in args):
             options += ["--conv-failures", str(tmp_path / "failures")]
         full_env = {**os.environ, "HYPOTHESIS_PROFILE": "harness-test", **(env or {})}
-        return forked_runs.run([*options, *map(str, args)], cwd, full_env, timeout)
+        return SERVER.run([*options, *map(str, args)], cwd, full_env, timeout)
     return run

@@ -1,4 +1,5 @@
-"""pytest runs for the harness's tests without a torch import each.
+"""pytest runs (and ``python -m harness.cli`` runs) for the harness's tests without a
+torch import each.
 
 A test of the pytest wiring runs the suite as a user would: ``python -m pytest``
 in a process of its own. Most of such a run's start is importing torch (about
@@ -19,6 +20,7 @@ fresh interpreter instead.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import subprocess
@@ -31,7 +33,8 @@ from pathlib import Path
 #: by pytest, Hypothesis's profiles or the harness at run time, never by torch or
 #: NumPy at import
 SAFE_TO_VARY = frozenset({"HYPOTHESIS_PROFILE", "HYPOTHESIS_STORAGE_DIRECTORY", "CONV_IMPL",
-                          "CI", "CONV_DB", "CONV_DB_READ_ONLY", "PYTEST_CURRENT_TEST"})
+                          "CI", "CONV_DB", "CONV_DB_READ_ONLY", "PYTEST_CURRENT_TEST",
+                          "PYTEST_ADDOPTS"})
 
 _SERVER = r'''
 import atexit, json, os, runpy, sys, time, traceback
@@ -66,7 +69,7 @@ while True:
             os.environ.update(request["env"])
             sys.argv = [main, *request["args"]]
             sys.path[0] = request["cwd"]  # what python -m puts first
-            runpy.run_module("pytest", run_name="__main__", alter_sys=True)
+            runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -98,8 +101,9 @@ while True:
 
 class PytestServer:
     """One server process, started on first use; `run` is ``subprocess.run`` of
-    ``python -m pytest ARGS`` with captured text output, made by a forked child where
-    the environment allows (see the module doc). One run at a time."""
+    ``python -m MODULE ARGS`` (pytest's, or another that runs pytest) with captured
+    text output, made by a forked child where the environment allows (see the module
+    doc). One run at a time."""
 
     def __init__(self) -> None:
         self.proc: subprocess.Popen | None = None
@@ -120,16 +124,17 @@ class PytestServer:
         differ = {k for k in started.keys() | env.keys() if started.get(k) != env.get(k)}
         return differ <= SAFE_TO_VARY
 
-    def run(self, args: list[str], cwd: Path, env: dict[str, str],
-            timeout: float) -> subprocess.CompletedProcess:
-        command = [sys.executable, "-m", "pytest", *args]
+    def run(self, args: list[str], cwd: Path, env: dict[str, str], timeout: float,
+            module: str = "pytest") -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", module, *args]
         if not self.forks(env):
             return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
                                   timeout=timeout)
         with self.lock, tempfile.TemporaryDirectory(prefix="pytest-run-") as folder:
             out, err = Path(folder) / "stdout", Path(folder) / "stderr"
             proc = self._server()
-            proc.stdin.write(json.dumps({"args": args, "cwd": str(cwd), "env": env,
+            proc.stdin.write(json.dumps({"module": module, "args": args, "cwd": str(cwd),
+                                         "env": env,
                                          "stdout": str(out), "stderr": str(err),
                                          "timeout": timeout}) + "\n")
             proc.stdin.flush()
@@ -148,3 +153,8 @@ class PytestServer:
             except (OSError, subprocess.TimeoutExpired):
                 self.proc.kill()
             self.proc = None
+
+
+#: this process's server (an xdist worker's own), closed when the process ends
+SERVER = PytestServer()
+atexit.register(SERVER.close)
