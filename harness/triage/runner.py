@@ -22,9 +22,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-#: the server: reads {"script", "cwd", "env", "timeout"} lines, answers {"code", "out"} lines
-_SERVER = r'''
-import json, os, runpy, shutil, sys, tempfile, time
+#: what a server imports before it forks (all a script imports besides the
+#: implementation, and what torch imports on its first backward), and `wait`: a
+#: child's exit code, or None where it did not end within ``seconds`` (then killed).
+#: The opening of this server, and of the harness's tests' pytest server.
+PRELUDE = r'''
+import json, os, runpy, sys, time
 import numpy
 try:
     import torch
@@ -34,6 +37,24 @@ try:  # what autograd's first backward imports (sympy, mpmath): 0.3 s in every c
     import torch.fx.experimental.symbolic_shapes
 except ImportError:
     pass
+
+
+def wait(pid, seconds):
+    deadline = time.monotonic() + seconds
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            return None
+        time.sleep(0.005)
+'''
+
+#: the server: reads {"script", "cwd", "env", "timeout"} lines, answers {"code", "out"} lines
+_SERVER = PRELUDE + r'''
+import shutil, tempfile
 reply = os.fdopen(os.dup(1), "w")
 server = os.getpid()
 out_dir = tempfile.mkdtemp(prefix="conv-scripts-")
@@ -65,18 +86,7 @@ try:
             finally:
                 os._exit(code)
         os.close(fd)
-        deadline = time.monotonic() + request["timeout"]
-        code = None
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                code = os.waitstatus_to_exitcode(status)
-                break
-            if time.monotonic() > deadline:
-                os.kill(pid, 9)
-                os.waitpid(pid, 0)
-                break
-            time.sleep(0.005)
+        code = wait(pid, request["timeout"])
         with open(out_path, errors="replace") as f:
             out = f.read(4096)
         reply.write(json.dumps({"code": code, "out": out}) + "\n")
@@ -87,19 +97,40 @@ finally:
 '''
 
 
-class ScriptRunner:
-    """One server process, started on first use; `run` returns a script's exit code and
-    the start of its output (None for the code: it did not end in time)."""
+class ForkServer:
+    """A server process running ``source`` (a `PRELUDE` and its loop), started on first
+    use with the environment of that moment (``env``), and closed by `close`."""
+
+    source = PRELUDE
 
     def __init__(self) -> None:
         self.proc: subprocess.Popen | None = None
+        self.env: dict[str, str] = {}
 
     def _server(self) -> subprocess.Popen:
         if self.proc is None or self.proc.poll() is not None:
-            self.proc = subprocess.Popen([sys.executable, "-c", _SERVER], text=True,
+            self.env = dict(os.environ)
+            self.proc = subprocess.Popen([sys.executable, "-c", self.source], text=True,
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=subprocess.DEVNULL, cwd=os.getcwd())
+                                         stderr=subprocess.DEVNULL, cwd=os.getcwd(),
+                                         env=self.env)
         return self.proc
+
+    def close(self) -> None:
+        if self.proc is not None:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+            self.proc = None
+
+
+class ScriptRunner(ForkServer):
+    """The script server; `run` returns a script's exit code and the start of its
+    output (None for the code: it did not end in time)."""
+
+    source = _SERVER
 
     def run(self, script: Path, timeout: float,
             cwd: Path | None = None) -> tuple[int | None, str]:
@@ -117,15 +148,6 @@ class ScriptRunner:
             self.close()
             return None, ""
         return answer["code"], answer["out"]
-
-    def close(self) -> None:
-        if self.proc is not None:
-            try:
-                self.proc.stdin.close()
-                self.proc.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
-            self.proc = None
 
 
 RUNNER = ScriptRunner()

@@ -29,6 +29,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from harness.triage.runner import PRELUDE, ForkServer
+
 #: environment variables a run may set differently from the server's: each is read
 #: by pytest, Hypothesis's profiles or the harness at run time, never by torch or
 #: NumPy at import
@@ -36,17 +38,8 @@ SAFE_TO_VARY = frozenset({"HYPOTHESIS_PROFILE", "HYPOTHESIS_STORAGE_DIRECTORY", 
                           "CI", "CONV_DB", "CONV_DB_READ_ONLY", "PYTEST_CURRENT_TEST",
                           "PYTEST_ADDOPTS"})
 
-_SERVER = r'''
-import atexit, json, os, runpy, sys, time, traceback
-import numpy
-try:
-    import torch
-except ImportError:
-    pass
-try:  # what autograd's first backward imports (sympy, mpmath): 0.3 s in every child
-    import torch.fx.experimental.symbolic_shapes
-except ImportError:
-    pass
+_SERVER = PRELUDE + r'''
+import atexit, traceback
 import pytest
 reply = os.fdopen(os.dup(1), "w")
 main = os.path.join(os.path.dirname(pytest.__file__), "__main__.py")
@@ -82,41 +75,23 @@ while True:
                 sys.stderr.flush()
             finally:
                 os._exit(code)
-    deadline = time.monotonic() + request["timeout"]
-    code = None
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            code = os.waitstatus_to_exitcode(status)
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            break
-        time.sleep(0.01)
+    code = wait(pid, request["timeout"])
     reply.write(json.dumps({"code": code}) + "\n")
     reply.flush()
 '''
 
 
-class PytestServer:
-    """One server process, started on first use; `run` is ``subprocess.run`` of
-    ``python -m MODULE ARGS`` (pytest's, or another that runs pytest) with captured
-    text output, made by a forked child where the environment allows (see the module
-    doc). One run at a time."""
+class PytestServer(ForkServer):
+    """The pytest server (a `ForkServer`): `run` is ``subprocess.run`` of ``python -m
+    MODULE ARGS`` (pytest's, or another that runs pytest) with captured text output,
+    made by a forked child where the environment allows (see the module doc). One run
+    at a time."""
+
+    source = _SERVER
 
     def __init__(self) -> None:
-        self.proc: subprocess.Popen | None = None
-        self.env: dict[str, str] = {}
+        super().__init__()
         self.lock = threading.Lock()
-
-    def _server(self) -> subprocess.Popen:
-        if self.proc is None or self.proc.poll() is not None:
-            self.env = dict(os.environ)
-            self.proc = subprocess.Popen([sys.executable, "-c", _SERVER], text=True,
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=subprocess.DEVNULL, env=self.env)
-        return self.proc
 
     def forks(self, env: dict[str, str]) -> bool:
         """Whether a run in ``env`` may be forked from the server."""
@@ -134,8 +109,7 @@ class PytestServer:
             out, err = Path(folder) / "stdout", Path(folder) / "stderr"
             proc = self._server()
             proc.stdin.write(json.dumps({"module": module, "args": args, "cwd": str(cwd),
-                                         "env": env,
-                                         "stdout": str(out), "stderr": str(err),
+                                         "env": env, "stdout": str(out), "stderr": str(err),
                                          "timeout": timeout}) + "\n")
             proc.stdin.flush()
             code = json.loads(proc.stdout.readline())["code"]
@@ -144,15 +118,6 @@ class PytestServer:
         if code is None:
             raise subprocess.TimeoutExpired(command, timeout, stdout, stderr)
         return subprocess.CompletedProcess(command, code, stdout, stderr)
-
-    def close(self) -> None:
-        if self.proc is not None:
-            try:
-                self.proc.stdin.close()
-                self.proc.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
-            self.proc = None
 
 
 #: this process's server (an xdist worker's own), closed when the process ends
