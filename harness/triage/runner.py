@@ -98,10 +98,11 @@ finally:
 
 
 class ForkServer:
-    """A server process running ``source`` (a `PRELUDE` and its loop), started on first
-    use with the environment of that moment (``env``), and closed by `close`."""
+    """A server process running ``source``, started on first use with the environment
+    of that moment (``env``), and closed by `close`."""
 
-    source = PRELUDE
+    #: the server's program: a `PRELUDE` and its loop, set by each kind of server
+    source: str
 
     def __init__(self) -> None:
         self.proc: subprocess.Popen | None = None

@@ -148,8 +148,8 @@ def in_process(tmp_path, monkeypatch, spec: str, checks: tuple[str, ...],
 def script_exits_1(script: Path, cwd: Path) -> None:
     """``python script`` from ``cwd`` exits 1. Run by the harness's script server (a fork
     of a process that has imported NumPy and torch: not a torch import per script);
-    any other exit is run again in a fresh interpreter, whose whole output the failure
-    shows, and the server's exit must agree with it."""
+    any other exit fails, shown beside the exit of the script in a fresh interpreter
+    and that run's whole output."""
     code, out = RUNNER.run(script, 300, cwd=cwd)
     if code != 1:
         fresh = subprocess.run([sys.executable, str(script)], cwd=cwd, capture_output=True,
