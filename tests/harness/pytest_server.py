@@ -2,8 +2,9 @@
 torch import each.
 
 A test of the pytest wiring runs the suite as a user would: ``python -m pytest``
-in a process of its own. Most of such a run's start is importing torch (about
-1.3 s of CPU here, more than the search of a short run). The server below
+in a process of its own. Most of such a run's start, once its bytecode is
+cached (tests/harness/conftest.py), is importing torch (about 1.3 s of CPU
+here, more than the search of a short run). The server below
 imports NumPy and torch once, as harness/triage/runner.py's script server
 does, and forks a child per run: the child takes the run's folder,
 environment, arguments and output files, and runs pytest's ``__main__`` as
@@ -40,9 +41,8 @@ SAFE_TO_VARY = frozenset({"HYPOTHESIS_PROFILE", "HYPOTHESIS_STORAGE_DIRECTORY", 
 
 _SERVER = PRELUDE + r'''
 import atexit, traceback
-import pytest
+import pytest  # imported by every run: once, here
 reply = os.fdopen(os.dup(1), "w")
-main = os.path.join(os.path.dirname(pytest.__file__), "__main__.py")
 while True:
     line = sys.stdin.readline()
     if not line:
@@ -60,7 +60,7 @@ while True:
             os.chdir(request["cwd"])
             os.environ.clear()
             os.environ.update(request["env"])
-            sys.argv = [main, *request["args"]]
+            sys.argv = [request["module"], *request["args"]]  # run_module sets argv[0]
             sys.path[0] = request["cwd"]  # what python -m puts first
             runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
             code = 0
