@@ -55,23 +55,29 @@ def shared_bytecode(tmp_path_factory):
         yield
 
 
+def suite_run(*args: str, failures: Path, cwd: Path = PROJECT_ROOT, env: dict | None = None,
+               timeout: float = 900) -> subprocess.CompletedProcess:
+    """The conformance suite run in a pytest process of its own, as a user would run it
+    (forked from this process's `SERVER`, tests/harness/pytest_server.py), with failure
+    files in ``failures`` unless ``args`` say otherwise and no example database, so that
+    earlier runs cannot change what is found. For a run that several tests read (a
+    module-scoped fixture); a test's own run is `run_pytest`'s."""
+    # The limit only stops a hung run; it asserts no speed. 300 s was outlasted by a
+    # run of about a minute idle (test_history_sequences) at load 8-9.
+    options = ["-p", "no:cacheprovider", "-q"]
+    if not any(str(a).startswith("--conv-failures") for a in args):
+        options += ["--conv-failures", str(failures)]
+    full_env = {**os.environ, "HYPOTHESIS_PROFILE": "harness-test", **(env or {})}
+    return SERVER.run([*options, *map(str, args)], cwd, full_env, timeout)
+
+
 @pytest.fixture
 def run_pytest(tmp_path):
-    """Run the conformance suite in a pytest process of its own, as a user would
-    (forked from this process's `SERVER`, tests/harness/pytest_server.py).
-
+    """`suite_run` with failure files in ``tmp_path / "failures"``:
     ``run_pytest(*args, cwd=PROJECT_ROOT, env=None, timeout=900)`` returns the
-    CompletedProcess (stdout and stderr as text). Failure files go to
-    ``tmp_path / "failures"`` unless the args say otherwise; the example
-    database is off so that earlier runs cannot change what is found.
-    """
+    CompletedProcess (stdout and stderr as text)."""
     def run(*args: str, cwd: Path = PROJECT_ROOT, env: dict | None = None,
             timeout: float = 900) -> subprocess.CompletedProcess:
-        # The limit only stops a hung run; it asserts no speed. 300 s was outlasted by a
-        # run of about a minute idle (test_history_sequences) at load 8-9.
-        options = ["-p", "no:cacheprovider", "-q"]
-        if not any(str(a).startswith("--conv-failures") for a in args):
-            options += ["--conv-failures", str(tmp_path / "failures")]
-        full_env = {**os.environ, "HYPOTHESIS_PROFILE": "harness-test", **(env or {})}
-        return SERVER.run([*options, *map(str, args)], cwd, full_env, timeout)
+        return suite_run(*args, failures=tmp_path / "failures", cwd=cwd, env=env,
+                          timeout=timeout)
     return run

@@ -9,8 +9,11 @@ a check with no target was parametrised with pytest's NOTSET).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+
+from tests.harness.conftest import suite_run
 
 #: each shape of subset: its file's lines, the operations it provides, the checks
 #: that run on one of them, and one (check, op) it cannot run with the function it lacks
@@ -33,16 +36,32 @@ def _summary(folder):
     return json.loads((folder / "summary.json").read_text())["implementations"]
 
 
+@pytest.fixture(scope="module")
+def subsets_run(tmp_path_factory):
+    """One run of the four subsets together (each test reads its own): the result,
+    and each subset's summary.json record and section of the summary text."""
+    folder = tmp_path_factory.mktemp("subsets")
+    impls = []
+    for shape, (source, *_) in SUBSETS.items():
+        (folder / f"{shape}.py").write_text(source + "\n")
+        impls += ["--impl", folder / f"{shape}.py"]
+    result = suite_run(*impls, *SHORT, failures=folder / "f")
+    records = {Path(record["impl"]).stem: record for record in _summary(folder / "f")}
+    text = result.stdout.split("convolution harness summary")[-1]
+    starts = sorted((text.index(f"\n{shape} ["), shape) for shape in SUBSETS)
+    ends = [start for start, _ in starts[1:]] + [len(text)]
+    sections = {shape: text[start:end] for (start, shape), end in zip(starts, ends)}
+    return result, records, sections
+
+
 @pytest.mark.parametrize("shape", sorted(SUBSETS))
-def test_each_subset_runs_to_a_verdict_with_what_did_not_run(run_pytest, tmp_path, shape):
+def test_each_subset_runs_to_a_verdict_with_what_did_not_run(subsets_run, shape):
     source, ops, ran, lacking = SUBSETS[shape]
-    (tmp_path / f"{shape}.py").write_text(source + "\n")
-    result = run_pytest("--impl", tmp_path / f"{shape}.py", *SHORT,
-                        "--conv-failures", tmp_path / "f")
+    result, records, sections = subsets_run
     out = result.stdout + result.stderr
     assert result.returncode == 0, out
     assert "INTERNALERROR" not in out and "NOTSET" not in out
-    [record] = _summary(tmp_path / "f")
+    record = records[shape]
     assert record["verdict"] == "passed"
     assert set(record["operations_not_run"]) == {
         op for op in ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -51,7 +70,7 @@ def test_each_subset_runs_to_a_verdict_with_what_did_not_run(run_pytest, tmp_pat
     assert ran <= ran_checks
     not_run = {(e["check"], e["op"]): e["reason"] for e in record["checks_not_run"]}
     assert not ran_checks & {check for check, _ in not_run if check != "invalid"}
-    summary = result.stdout.split("convolution harness summary")[1]
+    summary = sections[shape]
     assert "operations not run" in summary
     if lacking is not None:
         check, op, function = lacking
