@@ -1,7 +1,8 @@
 """Slow implementations (a compiler per shape, say), for --conv-budget.
 
 ``correct`` is conv_impl.einsum made slow, 0.1 s per call; ``buggy`` is the
-tutorial with only its stride bug, made slow the same way; ``by_size`` (and
+tutorial with only its stride bug, made slow the same way at 0.05 s a call (its
+test's budget is as many calls, in half the time); ``by_size`` (and
 ``buggy_by_size``, the tutorial's stride bug) is
 conv_impl.einsum made slow in proportion to its work, 4 microseconds per
 multiply-add (a problem of the large tier, 2**17 of them, about 0.5 s a call; a
@@ -18,12 +19,13 @@ from types import SimpleNamespace
 from conv_impl import einsum, tutorial
 
 SECONDS_PER_CALL = 0.1
+BUGGY_SECONDS_PER_CALL = 0.05
 SECONDS_PER_MULTIPLY_ADD = 4e-6
 
 
-def _slow(fn):
+def _slow(fn, seconds: float = SECONDS_PER_CALL):
     def call(*args, **kwargs):
-        time.sleep(SECONDS_PER_CALL)
+        time.sleep(seconds)
         return fn(*args, **kwargs)
     call.__name__ = fn.__name__
     return call
@@ -32,7 +34,8 @@ def _slow(fn):
 correct = SimpleNamespace(conv2d=_slow(einsum.conv2d),
                           conv2d_backward=_slow(einsum.conv2d_backward))
 _bug = tutorial.stride_bug_only
-buggy = SimpleNamespace(conv2d=_slow(_bug.conv2d), conv2d_backward=_slow(_bug.conv2d_backward),
+buggy = SimpleNamespace(conv2d=_slow(_bug.conv2d, BUGGY_SECONDS_PER_CALL),
+                        conv2d_backward=_slow(_bug.conv2d_backward, BUGGY_SECONDS_PER_CALL),
                         CAPABILITIES=_bug.CAPABILITIES)
 
 
