@@ -345,6 +345,36 @@ def test_torchs_own_conv2d_crashes_for_a_bfloat16_channels_last_weight():
     assert not crashes_torch(weight.contiguous(), (3, 2), (1, 1), (1, 2))
 
 
+_TORCH_BFLOAT16_STRIDED_CRASH = """
+import sys, torch
+x = torch.as_strided(torch.ones(108, dtype=torch.bfloat16), (2, 3, 10, 1), (50, 1, 5, 5), 1)
+if sys.argv[1] == "contiguous":
+    x = x.contiguous()
+torch.nn.functional.conv2d(x, torch.ones(9, 1, 3, 1, dtype=torch.bfloat16), None,
+                           stride=(3, 2), padding=(0, 3), dilation=(1, 3), groups=3)
+"""
+
+
+def test_torchs_own_bfloat16_conv2d_crashes_for_a_strided_input():
+    """Found by test_torch_functional_passes_every_oracle_check_in_every_layout (torch
+    2.13.0, CPU, bfloat16, 3 groups, the input strided from an offset, the weight
+    contiguous): F.conv2d dies of a segmentation fault where an axis has a stride of 2,
+    a dilation of 3 and padding 3; the same input passed contiguous runs.
+    tests/harness/torch_impls.py passes such an input contiguous
+    (`crashes_torch_bfloat16_input`); when torch fixes it, this test says so."""
+    import subprocess
+    import sys
+    from tests.harness.torch_impls import crashes_torch_bfloat16_input
+    runs = {layout: subprocess.run([sys.executable, "-c", _TORCH_BFLOAT16_STRIDED_CRASH,
+                                    layout], capture_output=True, timeout=300).returncode
+            for layout in ("strided", "contiguous")}
+    assert runs == {"strided": -11, "contiguous": 0}, runs
+    x = torch.as_strided(torch.ones(108, dtype=torch.bfloat16), (2, 3, 10, 1), (50, 1, 5, 5), 1)
+    assert crashes_torch_bfloat16_input(x, (3, 2), (0, 3), (1, 3))
+    assert not crashes_torch_bfloat16_input(x.contiguous(), (3, 2), (0, 3), (1, 3))
+    assert not crashes_torch_bfloat16_input(x.float(), (3, 2), (0, 3), (1, 3))
+
+
 _TORCH_FLOAT16_CRASH = """
 import sys, torch
 dtype = getattr(torch, sys.argv[1])

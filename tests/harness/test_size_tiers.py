@@ -257,19 +257,25 @@ def one_axis_kernel(p: ConvProblem, size: int) -> bool:
 #: case they shrink it to must be). Which tests find a bug with the harness-test
 #: seed was measured (forward, pointwise, delta_kernel, linearity, adjoint,
 #: batch_consistency on conv1d/2d/3d), last when issue 22 changed where problems
-#: come from (two thirds of conv2d problems from archetypes): each test below
+#: come from (two thirds of conv2d problems from archetypes), and again when an
+#: array's values became two choices (batch_block: pointwise conv1d, adjoint conv1d
+#: and linearity conv3d found it, batch_consistency and forward no more; narrow_input:
+#: forward conv2d's follow-up searches left a case with dilation 2, delta_kernel's
+#: and linearity's on conv2d one minimal case each; positions_tail: adjoint conv1d
+#: no longer found it, adjoint conv2d stopped at 81 positions, a 1x1 input padded by
+#: 4, forward conv2d at 1x65): each test below
 #: alone found its bug and shrank it to the boundary (linearity's channel tail
 #: stopped at 34; narrow_input's forward conv1d search also left follow-up
 #: cases with padding 2 or kernel 3 that are not minimal).
 FOUND = {
-    "batch_block": ((("batch_consistency", "conv1d"), ("forward", "conv3d")),
+    "batch_block": ((("pointwise", "conv1d"), ("linearity", "conv3d")),
                     lambda p: simplest_else(p, batch=9) and positions(p) == 1),
     "channels_tail": ((("forward", "conv1d"), ("adjoint", "conv2d")),
                       lambda p: simplest_else(p, out=33) and positions(p) == 1),
     # 65 positions on one axis (1-d: 65; 2-d: 1x65; 3-d: 1x1x65), or, where the
     # suite's shrinker stopped one short, 66 (2x33: the least first axis for 66
     # positions, one axis at most 65)
-    "positions_tail": ((("adjoint", "conv1d"), ("adjoint", "conv2d")),
+    "positions_tail": ((("forward", "conv2d"),),
                        lambda p: simplest_else(p) and set(p.kernel_size) == {1} and (
                            p.output_size in ((65,), (1, 65), (2, 33), (1, 1, 65)))),
     # 2-d: an input of 1 on one axis under a kernel on that axis alone, where
@@ -277,7 +283,7 @@ FOUND = {
     # kernel 2x1 padding 1x0): the input size is derived from the outputs drawn,
     # so lowering the kernel or the padding alone widens the input. 1-d: an
     # input of 1 under a kernel of 2 with padding 1
-    "narrow_input": ((("forward", "conv2d"),),
+    "narrow_input": ((("delta_kernel", "conv2d"),),
                      lambda p: simplest_else(p) and narrowest(p) is not None
                      and narrowest(p)[0] == 1 and sorted(p.kernel_size)[:-1] == [1] * (
                          len(p.kernel_size) - 1)
@@ -346,11 +352,14 @@ def test_the_suite_finds_size_bugs_and_shrinks_them_to_the_boundary(run_pytest, 
 @pytest.mark.parametrize("bug,op,minimal", [
     ("large_kernel", "conv2d", lambda p: p.kernel_size == (7, 1) and p.batch == 1),
     # K just past 1024 (seen: 1032), or, where the data shrank to ones, which
-    # float16 sums exactly up to 2048, just past 2048 (seen: 2057 = 121 x 17)
-    ("long_reduction", "conv1d",
+    # float16 sums exactly up to 2048, just past 2048 (seen: 2057 = 121 x 17). In
+    # conv3d: since an array's values are two choices, this seed's 3000 conv1d
+    # examples met a float32 K above 1024 twice, each time with tiny weights, which
+    # float16 flushes in torch and here alike (conv2d's stops at 2058, conv3d's at 1032)
+    ("long_reduction", "conv3d",
      lambda p: p.dtype == "float32" and p.batch == 1 and (
          1024 < p.forward_terms() <= 1100 or 2048 < p.forward_terms() <= 2200)),
-], ids=["large_kernel-conv2d", "long_reduction-conv1d"])
+], ids=["large_kernel-conv2d", "long_reduction-conv3d"])
 def test_the_forward_check_shrinks_kernel_and_k_bugs_to_the_boundary(bug, op, minimal):
     """The forward check alone, on the suite's cases, searched longer than the
     default 100 (a kernel of 7 or a float32 K above 1024 is in about 1% of the
