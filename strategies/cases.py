@@ -151,11 +151,11 @@ def draw_array(draw, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
     without shifting every later choice (measured: with the seed drawn only
     for noise, the tutorial's shrunk case kept noise in all four arrays).
 
-    Why one number for both, not a fill value and a seed each (as before): the
-    shrinker's cost grows faster than the number of choices (it tries moving
-    value between every choice and its next few, and deleting each run of
-    them): with four choices an array, a case's 45 choices took a shrink some
-    375-730 calls; with two, the same tests' shrinking took half the time.
+    Why one number for both, not a fill value and a seed each: the shrinker's
+    cost grows faster than the number of choices (it tries moving value
+    between every choice and its next few, and deleting each run of them):
+    with four choices an array, a case's 45 choices took a shrink some 375-730
+    calls; with two, the same tests' shrinking took half the time.
     The saved case file holds the arrays themselves, never the choices.
     """
     kind = draw(_noise_kinds)

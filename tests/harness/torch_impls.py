@@ -75,9 +75,10 @@ def crashes_torch_bfloat16_input(x: torch.Tensor, stride, padding, dilation) -> 
     """Where torch 2.13's CPU conv2d dies of a segmentation fault for a bfloat16 input
     that is not contiguous (pinned by test_native.py's
     test_torchs_own_bfloat16_conv2d_crashes_for_a_strided_input), on an axis with a
-    stride and a dilation of 2 or more and some padding, as every crash met: 3 groups,
-    a contiguous 3x1 weight, an input of 10x1 images read with strides (50, 1, 5, 5)
-    from an offset of 1. The same input passed contiguous runs."""
+    stride and a dilation of 2 or more and some padding (the geometry of every crash
+    met). The one met: 3 groups, a contiguous 3x1 weight, an input of 10x1 images read
+    with strides (50, 1, 5, 5) from an offset of 1; the same input passed contiguous
+    runs."""
     return (x.device.type == "cpu" and x.dim() == 4 and x.dtype == torch.bfloat16
             and not x.is_contiguous() and _strided_dilated_padded(stride, padding, dilation))
 
@@ -85,9 +86,10 @@ def crashes_torch_bfloat16_input(x: torch.Tensor, stride, padding, dilation) -> 
 def torch_conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """F.conv2d, where torch's own kernel would crash (`crashes_torch`,
     `crashes_torch_bfloat16_input`, `crashes_torch_float16`) with the weight or the
-    input passed contiguous, or in float16 computed in float32 and rounded once (as exact as torch's float16 kernel, which accumulates
-    in float32): the implementations here are correct, or wrong as they say, and none
-    is to die of torch's bug (the harness reports a crash as such)."""
+    input passed contiguous, or in float16 computed in float32 and rounded once (as
+    exact as torch's float16 kernel, which accumulates in float32): the
+    implementations here are correct, or wrong as they say, and none is to die of
+    torch's bug (the harness reports a crash as such)."""
     if crashes_torch(weight, stride, padding, dilation):
         weight = weight.contiguous()
     if crashes_torch_bfloat16_input(x, stride, padding, dilation):
