@@ -53,10 +53,9 @@ def values(dtype: str | np.dtype) -> st.SearchStrategy[float]:
     overflow.
     """
     dt = np.dtype(dtype)
-    thirds = sorted({float(dt.type(k / 3)) for k in range(-12, 13)}, key=abs)
     return st.one_of(
         st.integers(-3, 3),
-        st.sampled_from(thirds),
+        st.sampled_from(_fills(dt.name)[1]),
         st.floats(-MAX_ABS_VALUE, MAX_ABS_VALUE, width=dt.itemsize * 8, allow_subnormal=False),
     )
 
