@@ -54,16 +54,17 @@ def test_conv_problem_at_file_runs_every_check_on_those_problems(run_pytest, tmp
     that each test runs several examples in its budget, not one large one."""
     lines = BATCH.read_text().splitlines()
     comments = [line for line in lines if line.startswith("#")]
-    smallest = sorted((line for line in lines if parse_problem_line(line) is not None),
-                      key=lambda line: parse_problem_line(line).size_rank())[:9]
+    parsed = [(line, problem) for line in lines
+              if (problem := parse_problem_line(line)) is not None]
+    smallest = sorted(parsed, key=lambda pair: pair[1].size_rank())[:9]
     batch = tmp_path / "smallest.txt"
-    batch.write_text("\n".join(comments + smallest) + "\n")
+    batch.write_text("\n".join(comments + [line for line, _ in smallest]) + "\n")
     result = run_pytest("--conv-problem", f"@{batch}", "--conv-budget", "1", "-n", "2",
                         timeout=1800)
     entry = _passing_entry(result, tmp_path)
     assert entry["verdict"] == "passed"
     assert {test.split()[1] for test in entry["examples_per_test"]} == {"conv2d"}
-    in_the_file = {found[0].label for found in map(classify, map(parse_problem_line, smallest))
+    in_the_file = {found[0].label for found in (classify(problem) for _, problem in smallest)
                    if found}
     assert set(entry["archetypes"]) <= in_the_file, entry["archetypes"]
 
