@@ -169,14 +169,17 @@ def array_values(dtype: str, shape: tuple[int, ...]) -> st.SearchStrategy[np.nda
     return st.composite(lambda draw: draw_array(draw, dtype, shape))()
 
 
+@functools.lru_cache(maxsize=None)
 def layouts(contiguous_only: bool = False, arrays: str = "numpy",
             ndim: int = 3) -> st.SearchStrategy[str]:
     """Memory layouts an input of ``ndim`` axes is handed over in, for an implementation
-    on the array library ``arrays`` (C order first: it shrinks there)."""
+    on the array library ``arrays`` (C order first: it shrinks there). Built once per
+    argument: a fresh strategy is validated on its first draw, which cost more than
+    the draw itself (a case draws one per array)."""
     if contiguous_only:
         return st.just("C")
-    return st.sampled_from([layout for layout in LAYOUTS_OF[arrays]
-                            if ndim >= 3 or layout not in CHANNEL_LAYOUTS])
+    return st.sampled_from(tuple(layout for layout in LAYOUTS_OF[arrays]
+                                 if ndim >= 3 or layout not in CHANNEL_LAYOUTS))
 
 
 def draw_case(draw, problem: ConvProblem, contiguous_only: bool = False,
