@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from harness.checks.registry import run_check
+from harness.plugin import joined_path_options
 from harness.profiles import without_local_constants
 from harness.running.calling import CheckFailure
 from tests.harness.pytest_server import SERVER
@@ -56,28 +57,38 @@ def shared_bytecode(tmp_path_factory):
 
 
 def suite_run(*args: str, failures: Path, cwd: Path = PROJECT_ROOT, env: dict | None = None,
-               timeout: float = 900) -> subprocess.CompletedProcess:
+               timeout: float = 900, words_as_given: bool = False) -> subprocess.CompletedProcess:
     """The conformance suite run in a pytest process of its own, as a user would run it
     (forked from this process's `SERVER`, tests/harness/pytest_server.py), with failure
     files in ``failures`` unless ``args`` say otherwise and no example database, so that
     earlier runs cannot change what is found. For a run that several tests read (a
-    module-scoped fixture); a test's own run is `run_pytest`'s."""
+    module-scoped fixture); a test's own run is `run_pytest`'s.
+
+    A path option and its value go as one word (``--impl=X``), the form pytest
+    documents: given as two words, with a path that exists outside the folder pytest
+    runs in (a module of tests/harness, a case file, a tmp folder), the plugin
+    replaces the run by a fresh ``python -m pytest`` with the words joined
+    (harness/plugin.py's `_rerun_with_joined_path_options`), a torch import and a
+    start-up more for each run (about 1.7 s of CPU; the forked server saves them
+    otherwise). ``words_as_given``: as written, for the tests of that rerun."""
     # The limit only stops a hung run; it asserts no speed. 300 s was outlasted by a
     # run of about a minute idle (test_history_sequences) at load 8-9.
     options = ["-p", "no:cacheprovider", "-q"]
     if not any(str(a).startswith("--conv-failures") for a in args):
         options += ["--conv-failures", str(failures)]
+    words = [*options, *map(str, args)]
     full_env = {**os.environ, "HYPOTHESIS_PROFILE": "harness-test", **(env or {})}
-    return SERVER.run([*options, *map(str, args)], cwd, full_env, timeout)
+    return SERVER.run(words if words_as_given else joined_path_options(words), cwd, full_env,
+                      timeout)
 
 
 @pytest.fixture
 def run_pytest(tmp_path):
     """`suite_run` with failure files in ``tmp_path / "failures"``:
-    ``run_pytest(*args, cwd=PROJECT_ROOT, env=None, timeout=900)`` returns the
-    CompletedProcess (stdout and stderr as text)."""
+    ``run_pytest(*args, cwd=PROJECT_ROOT, env=None, timeout=900, words_as_given=False)``
+    returns the CompletedProcess (stdout and stderr as text)."""
     def run(*args: str, cwd: Path = PROJECT_ROOT, env: dict | None = None,
-            timeout: float = 900) -> subprocess.CompletedProcess:
+            timeout: float = 900, words_as_given: bool = False) -> subprocess.CompletedProcess:
         return suite_run(*args, failures=tmp_path / "failures", cwd=cwd, env=env,
-                          timeout=timeout)
+                          timeout=timeout, words_as_given=words_as_given)
     return run

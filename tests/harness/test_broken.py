@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.plugin import joined_path_options
 from harness.running.isolate import read_record
 
 BROKEN = Path(__file__).resolve().parent / "broken"
@@ -56,8 +57,10 @@ def _pytest(*args: str, timeout: float = 400):
     import subprocess
     import sys
 
+    # path options as one word: two, with a path outside this folder, make the
+    # plugin rerun pytest in a fresh process (tests/harness/conftest.py's `suite_run`)
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "_profile",
-               "-q", "-rA", *args]
+               "-q", "-rA", *joined_path_options(list(args))]
     env = {**os.environ, "HYPOTHESIS_PROFILE": "broken-quick",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(BROKEN),
                                                       os.environ.get("PYTHONPATH")]))}
@@ -205,7 +208,7 @@ def test_crash_kills_xdist_worker_and_is_reported(results):
     # the run summary's verdict counts the dead workers' tests
     for impl in ("segfault", "exits"):
         assert re.search(rf"^{impl} \[.*\]: FAILED: forward \(conv2d\)$", out, re.M), out[-3000:]
-        assert re.search(rf"crashed its process .*: forward \(conv2d\)", out), out[-3000:]
+        assert re.search(r"crashed its process .*: forward \(conv2d\)", out), out[-3000:]
 
 
 ISOLATED = [

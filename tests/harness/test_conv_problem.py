@@ -59,8 +59,9 @@ def test_conv_problem_at_file_runs_every_check_on_those_problems(run_pytest, tmp
     smallest = sorted(parsed, key=lambda pair: pair[1].size_rank())[:9]
     batch = tmp_path / "smallest.txt"
     batch.write_text("\n".join(comments + [line for line, _ in smallest]) + "\n")
+    # two words, as the docs write it (the plugin joins an @file value itself)
     result = run_pytest("--conv-problem", f"@{batch}", "--conv-budget", "1", "-n", "2",
-                        timeout=1800)
+                        timeout=1800, words_as_given=True)
     entry = _passing_entry(result, tmp_path)
     assert entry["verdict"] == "passed"
     assert {test.split()[1] for test in entry["examples_per_test"]} == {"conv2d"}
@@ -88,7 +89,7 @@ def test_given_problems_only(run_pytest, tmp_path):
 def test_a_bad_descriptor_is_a_usage_error(run_pytest, tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_text("# a comment\nmb1ic4ih5oc4kh3\nmb2_g1ic32oc32_ih7oh11kh3ph2\n")
-    result = run_pytest("--conv-problem", f"@{bad}")
+    result = run_pytest("--conv-problem", f"@{bad}", words_as_given=True)
     assert result.returncode == 4
     assert "line 3" in result.stderr and "asymmetric padding" in result.stderr
     assert "Traceback" not in result.stderr

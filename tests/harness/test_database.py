@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.cli import pytest_args
 from tests.harness.pytest_server import SERVER
 
 BUG = ("--impl", "conv_impl.tutorial", "-k", "test_grad_input and conv2d]",
@@ -90,13 +91,17 @@ def _redis_keys(url: str) -> list[bytes]:
 
 def conv_harness(folder: Path, *args: str, env: dict | None = None,
                  timeout: float = 300) -> subprocess.CompletedProcess:
-    """``conv-harness ARGS`` run in ``folder``, as on a machine of its own."""
+    """``conv-harness ARGS`` run in ``folder``, as on a machine of its own: the pytest
+    command the console script runs (`harness.cli.pytest_args`), forked from the
+    server. The script itself replaces its process by that command (`run_in_place`),
+    a fresh interpreter and torch import for each run; tests/harness/test_installed.py
+    runs the installed script."""
     folder.mkdir(parents=True, exist_ok=True)
     full_env = {k: v for k, v in os.environ.items()
                 if k not in ("CONV_IMPL", "CONV_DB", "CONV_DB_READ_ONLY", "HYPOTHESIS_PROFILE",
                              "HYPOTHESIS_STORAGE_DIRECTORY", "PYTEST_ADDOPTS")}
     full_env.update(env or {})
-    return SERVER.run(["-q", *map(str, args)], folder, full_env, timeout, module="harness.cli")
+    return SERVER.run(pytest_args(["-q", *map(str, args)], folder), folder, full_env, timeout)
 
 
 def _case_params(folder: Path) -> list[dict]:

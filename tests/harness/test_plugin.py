@@ -46,7 +46,7 @@ def test_a_file_outside_the_project_uses_this_projects_tests_and_settings(
     (elsewhere / "pyproject.toml").write_text("[tool.pytest.ini_options]\naddopts = '-x --bogus'\n")
     spec = str(elsewhere / "mine.py")
     args = ["--impl", spec] if form == "separate" else [f"--impl={spec}"]
-    result = run_pytest(*args, *FORWARD_2D, "-v")
+    result = run_pytest(*args, *FORWARD_2D, "-v", words_as_given=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "PASSED tests/conformance/test_conformance.py::test_forward[mine-conv2d]" \
         in result.stdout
