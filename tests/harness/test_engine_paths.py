@@ -44,7 +44,7 @@ def test_the_main_jobs_strategies_reach_every_engine_path():
 
 
 def test_the_thresholded_paths_pass_the_oracle_checks(run_pytest, tmp_path):
-    done = run_pytest("--impl", EVERY_PATH, "-n", "2", "-k",
+    done = run_pytest("--impl", EVERY_PATH, "-k",
                       "(test_forward or test_grad_input or test_grad_weight) and "
                       "(conv2d] or conv_transpose2d] or conv3d])")
     assert done.returncode == 0, done.stdout[-4000:]
