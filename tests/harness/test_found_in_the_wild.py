@@ -51,7 +51,7 @@ ADAPTER_NEEDS = {"examples/mlx_conv.py": "mlx", "examples/openvino_conv.py": "op
 
 def _replay(case, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "--replay", str(case), *args], cwd=PROJECT_ROOT,
+                           f"--replay={case}", *args], cwd=PROJECT_ROOT,
                           capture_output=True, text=True, timeout=600)
 
 
