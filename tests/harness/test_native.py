@@ -313,6 +313,16 @@ def test_a_numpy_implementation_gets_and_returns_ml_dtypes_bfloat16(tmp_path):
     passes()
 
 
+def _exit_codes(code: str, *variants: str) -> dict[str, int]:
+    """Each variant's exit status of ``python -c code variant``, each in a fresh
+    interpreter (a segmentation fault there is -11, not the end of this test run)."""
+    import subprocess
+    import sys
+    return {variant: subprocess.run([sys.executable, "-c", code, variant],
+                                    capture_output=True, timeout=300).returncode
+            for variant in variants}
+
+
 _TORCH_CRASH = """
 import sys, torch
 torch.manual_seed(0)
@@ -332,12 +342,8 @@ def test_torchs_own_conv2d_crashes_for_a_bfloat16_channels_last_weight():
     runs. tests/harness/torch_impls.py passes
     such a weight contiguous (`crashes_torch`, which covers this problem), so that its
     implementations are what they say; when torch fixes it, this test says so."""
-    import subprocess
-    import sys
     from tests.harness.torch_impls import crashes_torch
-    runs = {layout: subprocess.run([sys.executable, "-c", _TORCH_CRASH, layout],
-                                   capture_output=True, timeout=300).returncode
-            for layout in ("channels_last", "contiguous")}
+    runs = _exit_codes(_TORCH_CRASH, "channels_last", "contiguous")
     assert runs == {"channels_last": -11, "contiguous": 0}, runs
     weight = torch.zeros(3, 2, 3, 1, dtype=torch.bfloat16).contiguous(
         memory_format=torch.channels_last)
@@ -362,12 +368,8 @@ def test_torchs_own_bfloat16_conv2d_crashes_for_a_strided_input():
     a dilation of 3 and padding 3; the same input passed contiguous runs.
     tests/harness/torch_impls.py passes such an input contiguous
     (`crashes_torch_bfloat16_input`); when torch fixes it, this test says so."""
-    import subprocess
-    import sys
     from tests.harness.torch_impls import crashes_torch_bfloat16_input
-    runs = {layout: subprocess.run([sys.executable, "-c", _TORCH_BFLOAT16_STRIDED_CRASH,
-                                    layout], capture_output=True, timeout=300).returncode
-            for layout in ("strided", "contiguous")}
+    runs = _exit_codes(_TORCH_BFLOAT16_STRIDED_CRASH, "strided", "contiguous")
     assert runs == {"strided": -11, "contiguous": 0}, runs
     x = torch.as_strided(torch.ones(108, dtype=torch.bfloat16), (2, 3, 10, 1), (50, 1, 5, 5), 1)
     assert crashes_torch_bfloat16_input(x, (3, 2), (0, 3), (1, 3))
@@ -392,12 +394,8 @@ def test_torchs_own_float16_conv2d_crashes():
     is enough, and the same call in float32 runs. tests/harness/torch_impls.py computes
     such a float16 convolution in float32 (`crashes_torch_float16`); when torch fixes
     it, this test says so."""
-    import subprocess
-    import sys
     from tests.harness.torch_impls import crashes_torch_float16, torch_conv2d
-    runs = {dtype: subprocess.run([sys.executable, "-c", _TORCH_FLOAT16_CRASH, dtype],
-                                  capture_output=True, timeout=300).returncode
-            for dtype in ("float16", "float32")}
+    runs = _exit_codes(_TORCH_FLOAT16_CRASH, "float16", "float32")
     assert runs == {"float16": -11, "float32": 0}, runs
     weight = torch.ones(2, 1, 1, 1, dtype=torch.float16)
     assert crashes_torch_float16(weight, (1, 2), (0, 1), (1, 2))
