@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 from pathlib import Path
@@ -87,8 +88,4 @@ def run_pytest(tmp_path):
     """`suite_run` with failure files in ``tmp_path / "failures"``:
     ``run_pytest(*args, cwd=PROJECT_ROOT, env=None, timeout=900, words_as_given=False)``
     returns the CompletedProcess (stdout and stderr as text)."""
-    def run(*args: str, cwd: Path = PROJECT_ROOT, env: dict | None = None,
-            timeout: float = 900, words_as_given: bool = False) -> subprocess.CompletedProcess:
-        return suite_run(*args, failures=tmp_path / "failures", cwd=cwd, env=env,
-                          timeout=timeout, words_as_given=words_as_given)
-    return run
+    return functools.partial(suite_run, failures=tmp_path / "failures")
