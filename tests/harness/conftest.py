@@ -89,3 +89,21 @@ def run_pytest(tmp_path):
     ``run_pytest(*args, cwd=PROJECT_ROOT, env=None, timeout=900, words_as_given=False)``
     returns the CompletedProcess (stdout and stderr as text)."""
     return functools.partial(suite_run, failures=tmp_path / "failures")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "long: a test that takes ten seconds or more in a full run (a search "
+                   "with shrinking, or a pytest run of its own); handed out first")
+
+
+@pytest.hookimpl(trylast=True)  # after the harness's own orderings, which it keeps
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The long tests first, each group in the order it had.
+
+    pytest-xdist hands tests out in this order, in consecutive chunks: a long
+    test handed out last runs alone while the other worker, done, idles (a full
+    run ended on test_triage's 22 s batch_consistency search for 16 s so). No
+    long test here shares a module-scoped fixture, so none is set up twice.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)

@@ -668,6 +668,7 @@ def test_a_layer_computing_in_float64_gives_float64_and_the_harness_fails_it(dty
     assert cast.capabilities.contiguous_only is True  # copy_inputs: only C is generated
 
 
+@pytest.mark.long
 def test_the_summary_notes_casts_and_copies_and_counts_no_layout_the_layer_never_got(
         run_pytest, tmp_path):
     done = run_pytest("--impl", f"{FLOAT64_LAYER}:impl", "--impl", f"{FLOAT64_LAYER}:cast",

@@ -171,6 +171,7 @@ SMALLEST = {"batch": 1, "in_channels": 1, "out_channels": 1, "stride": [1, 1],
             "dilation": [1, 1], "groups": 1, "bias": False, "dtype": "float64"}
 
 
+@pytest.mark.long
 def test_a_winograd_with_one_wrong_transform_entry_is_caught_and_shrunk(tmp_path, monkeypatch):
     """A^T[0][1] = -1: the first output of a tile subtracts the second transformed
     value; it shows as soon as a tile holds two inputs: a 1x2 input (either axis),

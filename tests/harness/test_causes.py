@@ -610,6 +610,7 @@ def in_process(tmp_path, monkeypatch, name: str, checks: tuple[str, ...],
     return bugs, failures, out
 
 
+@pytest.mark.long
 def test_one_code_path_many_functions_is_two_entries(run_pytest, tmp_path):
     """Under xdist, as a user runs it: workers find causes at once, and a search often
     meets another worker's cause first (a sighting); still two entries. (Whether
@@ -641,6 +642,7 @@ def test_one_code_path_many_functions_is_two_entries(run_pytest, tmp_path):
     scripts_exit_1(failures, bugs)
 
 
+@pytest.mark.long
 def test_a_cause_on_any_axis_is_one_entry_whichever_axis_each_function_shows(run_pytest,
                                                                                tmp_path):
     """grad_weight off when any stride is above 1, in the backwards of conv3d (given
@@ -763,6 +765,7 @@ def test_no_cause_is_hidden_by_another_of_its_kind(tmp_path, monkeypatch, seed):
     scripts_exit_1(failures, bugs)
 
 
+@pytest.mark.long
 def test_a_read_past_the_buffer_is_one_entry(tmp_path, monkeypatch):
     """Wrong, non-finite and history-dependent results of one cause: one entry. Its
     case is minimal, or the entry says it is not and why (a failure that does not
@@ -783,6 +786,7 @@ def test_a_read_past_the_buffer_is_one_entry(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.long
 def test_garbage_that_comes_and_goes_is_one_cause_beside_a_deterministic_one(
         tmp_path, monkeypatch, seed):
     """Issue 34: memory not initialised, read where the stride leaves a remainder (wrong
@@ -811,6 +815,7 @@ def test_garbage_that_comes_and_goes_is_one_cause_beside_a_deterministic_one(
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.long
 def test_one_wrong_size_with_two_symptoms_across_a_boundary_is_one_entry(
         tmp_path, monkeypatch, seed):
     """Issue 34: grad_input cropped from the offset k - 1 - p instead of p: wrong values

@@ -45,6 +45,7 @@ def _passing_entry(result, tmp_path: Path) -> dict:
     return entry
 
 
+@pytest.mark.long
 def test_conv_problem_at_file_runs_every_check_on_those_problems(run_pytest, tmp_path):
     """A batch file of the regression batch's smallest problems, with its comments,
     under xdist. Which of them a check reaches in its budget depends on the

@@ -15,6 +15,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).resolve().parent
 IMPL = str(HERE / "dies_later.py")
 FORWARD = "conv2d and test_forward"
@@ -31,6 +33,7 @@ def _check_record(record: dict) -> None:
     assert "it died after the call returned, before the next call" in record["message"]
 
 
+@pytest.mark.long
 def test_xdist_worker_dying_between_calls_reports_the_last_call(run_pytest, tmp_path):
     failures = tmp_path / "xdist"
     done = run_pytest("-n", "2", "-k", FORWARD, "--impl", IMPL, "--impl", "conv_impl.einsum",

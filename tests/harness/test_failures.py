@@ -203,6 +203,7 @@ def case_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.glob("*.json") if p.name != "summary.json")
 
 
+@pytest.mark.long
 def test_xdist_run_leaves_one_case_and_script_per_failure_that_reproduce(run_pytest, tmp_path):
     """Contract section 3 end to end, under ``-n 2``: two buggy implementations,
     one falsified check each, found on whichever worker ran it."""

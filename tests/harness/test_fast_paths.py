@@ -136,6 +136,7 @@ def test_each_is_wrong_on_its_path_only(name):
 
 @pytest.mark.parametrize("run", [1, 2, 3])
 @pytest.mark.parametrize("name", fast_paths.ALL)
+@pytest.mark.long
 def test_a_default_run_finds_each_fast_path_bug_and_shrinks_it(name, run, tmp_path,
                                                                monkeypatch):
     """Each check its own seed, as in a default run; three runs. The checks that call
@@ -178,6 +179,7 @@ def test_found_on_names_the_archetype_a_search_first_failed_on():
     assert archetypes.classify(shrunk) is None and found_on(shrunk, None, shrunk) is None
 
 
+@pytest.mark.long
 def test_a_bug_found_on_an_archetype_names_it_in_its_report(run_pytest, tmp_path):
     """Issue 22: the Winograd-dilation bug on DeepLab's 3x3 dilation 2 (the only problem
     given): the bug's report, above its trigger and explanation, says where it was found,

@@ -15,6 +15,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from harness.problem import ConvCase, ConvProblem
 from harness.triage.history import CallLog
 from strategies.cases import noise
@@ -43,6 +45,7 @@ def test_a_state_built_over_several_calls_is_rebuilt_from_the_run_record(run_pyt
     assert again.returncode == 1 and "still fails" in again.stdout, again.stdout[-2000:]
 
 
+@pytest.mark.long
 def test_earlier_calls_on_other_problems_are_rebuilt_from_the_run_record(tmp_path,
                                                                           monkeypatch):
     """The state is keyed by the arrays' shapes: the calls that built it were on other

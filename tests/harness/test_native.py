@@ -126,6 +126,7 @@ def test_torchs_own_backward_raises_for_a_channels_last_input_and_a_fortran_weig
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.long
 def test_a_run_of_torch_functional_finds_nothing(device, tmp_path, monkeypatch):
     bugs, _ = in_process.run_entries(f"{HERE / 'torch_impls.py'}:{device}.functional",
                                      ("forward", "grad_input", "repeatable"),
@@ -169,6 +170,7 @@ def test_declarations_it_cannot_honour_are_usage_errors(tmp_path):
 # -- bugs of torch implementations, found, shrunk and reproduced ------------------------
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.long
 def test_a_channels_last_only_bug_is_found_with_its_layout_and_script(device, tmp_path,
                                                                       monkeypatch):
     failures = tmp_path / "failures"
@@ -211,6 +213,7 @@ def test_the_torch_example_passes(tmp_path, monkeypatch):
 
 # -- thread counts ------------------------------------------------------------------------
 
+@pytest.mark.long
 def test_a_result_that_depends_on_the_thread_count_is_one_entry_with_both_counts(
         tmp_path, monkeypatch):
     failures = tmp_path / "failures"

@@ -86,6 +86,7 @@ def test_path_options_joined_to_one_word():
         "-n", "2", "--impl=a.py", "--impl=b", "--replay=c", "-k", "x"]
 
 
+@pytest.mark.long
 def test_two_implementations_one_failing_one_passing(run_pytest):
     result = run_pytest("--impl", "conv_impl.tutorial", "--impl", "conv_impl.einsum",
                         "-k", "test_grad_input and conv2d]", "-rA")

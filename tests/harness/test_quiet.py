@@ -10,6 +10,7 @@ import contextlib
 import warnings
 
 import numpy as np
+import pytest
 
 from harness.checks.compare import compare
 from harness.checks.tolerance import Tolerance
@@ -47,6 +48,7 @@ def test_the_implementations_warnings_are_counted_with_the_first_message():
             warnings.warn("outside a test", UserWarning)
 
 
+@pytest.mark.long
 def test_warnings_of_the_code_under_test_are_shown_once_in_the_summary(run_pytest, tmp_path):
     done = run_pytest("--impl", "tests/harness/broken/noisy.py", "-n", "2",
                       "-k", "test_forward and conv2d]", "--conv-budget", "2",

@@ -80,6 +80,7 @@ def test_readme_is_short():
     assert len(README.read_text(encoding="utf-8").splitlines()) <= 300
 
 
+@pytest.mark.long
 def test_one_default_run_of_the_tutorial(tmp_path):
     """One default run of the tutorial (-n 2, as the README shows it), read twice: the
     README's generated parts are current, and the run lists the tutorial's two bugs.

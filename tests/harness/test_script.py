@@ -187,6 +187,7 @@ def _run(script: Path, *args: str, cwd: Path, env: dict | None = None):
                           capture_output=True, timeout=300, env={**full, **(env or {})})
 
 
+@pytest.mark.long
 def test_a_script_copied_beside_the_users_file_runs_there(tmp_path):
     """Recorded on another machine (its path does not exist here): the script finds the
     file of that name beside itself; an argument or $CONV_IMPL names another."""

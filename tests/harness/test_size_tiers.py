@@ -312,6 +312,7 @@ LONG = ("long_reduction",)
         "changed (issue 22); linearity conv3d finds it again since an array's values are "
         "two choices, which any change to the strategies can undo"))),
 ])
+@pytest.mark.long
 def test_the_suite_finds_size_bugs_and_shrinks_them_to_the_boundary(run_pytest, tmp_path,
                                                                      bugs):
     """In the default number of examples (the harness-test profile: 100, fixed seed).
@@ -360,6 +361,7 @@ def test_the_suite_finds_size_bugs_and_shrinks_them_to_the_boundary(run_pytest, 
      lambda p: p.dtype == "float32" and p.batch == 1 and (
          1024 < p.forward_terms() <= 1100 or 2048 < p.forward_terms() <= 2200)),
 ], ids=["large_kernel-conv2d", "long_reduction-conv3d"])
+@pytest.mark.long
 def test_the_forward_check_shrinks_kernel_and_k_bugs_to_the_boundary(bug, op, minimal):
     """The forward check alone, on the suite's cases, searched longer than the
     default 100 (a kernel of 7 or a float32 K above 1024 is in about 1% of the

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.harness.test_database import (REPLAY, REPLAY_ONLY, SEARCH, conv_harness,  # noqa: F401
                                          redis_server)
 
@@ -80,6 +82,7 @@ def _second_machine(folder: Path) -> None:
     (folder / "replay_only.py").write_text(REPLAY_ONLY)
 
 
+@pytest.mark.long
 def test_a_known_failure_is_replayed_said_so_and_rebuilt_from_the_stored_triage(
         tmp_path, redis_server):  # noqa: F811
     import redis
@@ -111,6 +114,7 @@ def test_a_known_failure_is_replayed_said_so_and_rebuilt_from_the_stored_triage(
     assert "verified: its script, run alone in a fresh process, fails" in out
 
 
+@pytest.mark.long
 def test_an_edited_implementation_is_explained_afresh(tmp_path, redis_server):  # noqa: F811
     db, first, second, _ = _first_machine(tmp_path, redis_server, 4, *ONE_BUG)
     _mark_stored_triggers(db)
@@ -124,6 +128,7 @@ def test_an_edited_implementation_is_explained_afresh(tmp_path, redis_server):  
     assert bug["trigger"] != MARKER and bug["trigger"].startswith("fails when")
 
 
+@pytest.mark.long
 def test_a_follow_up_search_that_found_nothing_is_not_made_again(tmp_path, redis_server):  # noqa: F811
     two = ("-k", "test_grad_input and conv2d]", "--conv-max-bugs", "2", "-p", "no:randomly")
     db, first, second, found = _first_machine(tmp_path, redis_server, 6, *two)

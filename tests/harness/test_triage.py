@@ -197,6 +197,7 @@ def test_two_independent_bugs_are_two_minimal_entries(tmp_path, monkeypatch, spe
     scripts_exit_1(failures, bugs)
 
 
+@pytest.mark.long
 def test_a_single_bug_seen_by_many_checks_is_one_entry(tmp_path, monkeypatch):
     every_check = tuple(check for check in REGISTRY if check != "invalid")  # opt-in
     bugs, failures, _ = in_process(tmp_path, monkeypatch, f"{TWO_BUGS}:one_bug", every_check)
@@ -219,6 +220,7 @@ def test_a_stacked_batch_failure_is_reported_on_the_stacked_batch(tmp_path, monk
     scripts_exit_1(failures, [bug])
 
 
+@pytest.mark.long
 def test_each_implementation_has_its_own_database_entries(run_pytest, tmp_path):
     """Run A (stride 3 bug), then B (stride 2 bug) with the same database: B's case is
     its own minimal one, not A's replayed unshrunk."""
@@ -280,6 +282,7 @@ def test_a_slow_implementation_gets_a_verdict_within_its_budget(run_pytest, tmp_
     assert re.search(r"forward\s+passed \(\d+\)", done.stdout), done.stdout[-2000:]
 
 
+@pytest.mark.long
 def test_a_slow_buggy_implementation_still_gets_its_minimal_case(tmp_path, monkeypatch):
     """0.05 s a call: a 10 s budget is some 200 calls, which the search and its shrinking
     fit in (measured: the same case with a 6 s budget, 187 calls in all)."""
@@ -349,6 +352,7 @@ ORACLE_FREE = ("adjoint", "linearity", "finite_difference", "pointwise", "delta_
                "repeatable", "batch_consistency")
 
 
+@pytest.mark.long
 def test_batch_consistency_sees_images_mixed_up_where_the_adjoint_does_not(tmp_path,
                                                                            monkeypatch):
     bugs, failures, out = in_process(tmp_path, monkeypatch, f"{TWO_BUGS}:batch_swap",
