@@ -11,6 +11,7 @@ that right (`_rerun_with_joined_path_options`).
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -129,9 +130,39 @@ def joined_path_options(args: list[str]) -> list[str]:
     return out
 
 
+def same_choice_for_joined_words(config: pytest.Config) -> bool:
+    """Whether pytest chose the rootdir and config file it would have chosen for the
+    command with its path options as one word: then nothing was misread.
+
+    pytest's choice (`determine_setup`, called as ``Config.parse`` calls it, with
+    $PYTEST_ADDOPTS before the arguments) is made again for the free words the
+    command has once every option is known. Where that cannot be done (pytest's
+    internals moved), False: the caller then makes sure the other way.
+
+    Why: most misread values change nothing. ``pytest --replay
+    .conv-failures/x.json``, the command the docs give, starts pytest's search
+    for a config file in .conv-failures, which has none, so it finds the
+    project's own; replacing the process for it cost a second start.
+    """
+    try:
+        from _pytest.config.findpaths import determine_setup
+
+        params = config.invocation_params
+        args = shlex.split(os.environ.get("PYTEST_ADDOPTS", "")) + list(params.args)
+        known = config._parser.parse_known_args(args)
+        rootpath, inipath, *_ = determine_setup(
+            inifile=known.inifilename, override_ini=known.override_ini,
+            args=known.file_or_dir, rootdir_cmd_arg=known.rootdir or None,
+            invocation_dir=params.dir)
+    except Exception:  # noqa: BLE001 - another pytest: not known to be the same
+        return False
+    return (rootpath, inipath) == (config.rootpath, config.inipath)
+
+
 def _rerun_with_joined_path_options(config: pytest.Config) -> None:
     """Run pytest again with ``--impl=X`` where ``--impl X`` misled its choice of
-    rootdir and config file (see `path_values_read_as_test_paths`).
+    rootdir and config file (see `path_values_read_as_test_paths`; not where the
+    choice is the same, `same_choice_for_joined_words`).
 
     pytest offers no hook before that choice and documents the one-word form as
     the way to give an option's value; so a command-line run becomes the same
@@ -142,13 +173,15 @@ def _rerun_with_joined_path_options(config: pytest.Config) -> None:
     params = config.invocation_params
     given = list(params.args)
     misread = path_values_read_as_test_paths(given, params.dir)
-    if not misread:
+    if not misread or same_choice_for_joined_words(config):
         return
     if sys.argv[1:] != given:
+        option = next(o for o, v in zip(given, given[1:])
+                      if o in PATH_OPTIONS and v == misread[0])
         raise pytest.UsageError(
             f"pytest reads {misread[0]} as a test path before it knows the option before "
             f"it, and chooses the wrong rootdir and config file: write the option and its "
-            f"value as one word ({PATH_OPTIONS[0]}=PATH, as for any path option)")
+            f"value as one word ({option}={misread[0]}, as for any path option)")
     command = [sys.executable, "-m", "pytest", *joined_path_options(given)]
     sys.stdout.flush()
     sys.stderr.flush()

@@ -67,7 +67,8 @@ def suite_run(*args: str, failures: Path, cwd: Path = PROJECT_ROOT, env: dict | 
 
     A path option and its value go as one word (``--impl=X``), the form pytest
     documents: given as two words, with a path that exists outside the folder pytest
-    runs in (a module of tests/harness, a case file, a tmp folder), the plugin
+    runs in (a module of tests/harness, a case file, a tmp folder), pytest may choose
+    another rootdir and config file (a tmp folder's: none), and the plugin then
     replaces the run by a fresh ``python -m pytest`` with the words joined
     (harness/plugin.py's `_rerun_with_joined_path_options`), a torch import and a
     start-up more for each run (about 1.7 s of CPU; the forked server saves them

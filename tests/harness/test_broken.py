@@ -57,7 +57,7 @@ def _pytest(*args: str, timeout: float = 400):
     import subprocess
     import sys
 
-    # path options as one word: two, with a path outside this folder, make the
+    # path options as one word: two, with a path outside this folder, can make the
     # plugin rerun pytest in a fresh process (tests/harness/conftest.py's `suite_run`)
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "_profile",
                "-q", "-rA", *joined_path_options(list(args))]

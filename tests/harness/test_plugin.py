@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -64,8 +65,36 @@ def test_inside_pytest_main_a_misread_path_is_a_usage_error(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 4, done.stdout + done.stderr
-    assert "write the option and its value as one word (--impl=PATH" in done.stderr
+    assert (f"write the option and its value as one word (--impl={elsewhere / 'mine.py'}"
+            in done.stderr)
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("folder, code", [
+    ("plain", 0),  # no config file of its own: pytest finds the project's, as it should
+    ("configured", 4),  # one of its own: pytest would take it, so the run cannot go on
+])
+def test_a_path_read_as_a_test_path_matters_only_where_it_changes_pytests_choice(
+        tmp_path, folder, code):
+    """``pytest --replay .conv-failures/x.json``, as the docs write it: pytest starts its
+    search for a config file in the case file's folder. Where that finds the project's
+    own, the run goes on in its process (inside `pytest.main`, which cannot be
+    replaced, so a needed rerun is a usage error that says what to write)."""
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    (tmp_path / "configured").mkdir()
+    (tmp_path / "configured" / "pytest.ini").write_text("[pytest]\naddopts = --bogus\n")
+    (tmp_path / "plain").mkdir()
+    case = next((PROJECT_ROOT / "tests" / "regressions").glob("conv_impl.tutorial-*.json"))
+    shutil.copy(case, tmp_path / folder / "case.json")
+    code_line = ("import sys, pytest; sys.exit(pytest.main(['-p', 'no:cacheprovider', "
+                 f"'--replay', {folder + '/case.json'!r}, '--impl', 'conv_impl.einsum']))")
+    done = subprocess.run([sys.executable, "-c", code_line], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == code, done.stdout + done.stderr
+    if code == 0:
+        assert "1 passed" in done.stdout
+    else:
+        assert f"as one word (--replay={folder}/case.json" in done.stderr
 
 
 @pytest.mark.parametrize("args, misread", [
