@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from harness.plugin import joined_path_options
+from harness.path_options import joined_path_options
 
 SUITE_DIR = Path(__file__).resolve().parent / "conformance"
 INI = SUITE_DIR / "pytest.ini"

@@ -20,6 +20,8 @@ import pytest
 
 from harness.checks import oracle
 from harness.checks.registry import REGISTRY
+from harness.path_options import (PATH_OPTIONS, joined_path_options,
+                                  path_values_read_as_test_paths)
 from harness.problem import OPS, ConvProblem
 from harness.reporting.failures import DEFAULT_FAILURES_DIR
 from harness.running.calling import DEFAULT_TIMEOUT, TimeLimit
@@ -35,7 +37,6 @@ from harness.state import RUN
 IMPLEMENTATIONS = pytest.StashKey[list[Implementation]]()
 #: the run's per-call time limit, shared by all its targets (what a hang taught it)
 TIME_LIMIT = pytest.StashKey[TimeLimit]()
-PATH_OPTIONS = ("--impl", "--conv-failures", "--replay", "--conv-problem")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -99,35 +100,6 @@ def _join_file_values(args: list[str]) -> None:
         if args[i] == "--conv-problem" and args[i + 1].startswith("@"):
             args[i:i + 2] = [f"--conv-problem={args[i + 1]}"]
         i += 1
-
-
-def path_values_read_as_test_paths(args: list[str], invocation_dir: Path) -> list[str]:
-    """The values of our path options given as separate words (``--impl X``) that
-    pytest took for test paths when it chose the rootdir and config file.
-
-    pytest chooses them before any plugin option is known, from the existing
-    paths among the free words: ``X`` is one of them. It can change the choice
-    wherever X lies but in the folder pytest runs in itself: the search for a
-    config file then starts from X's folder (outside, or a subfolder with a
-    config file of its own), not from the folder pytest runs in.
-    """
-    out = []
-    for option, value in zip(args, args[1:]):
-        if option in PATH_OPTIONS and not value.startswith("-"):
-            path = Path(invocation_dir, value)
-            if path.exists() and path.resolve().parent != Path(invocation_dir).resolve():
-                out.append(value)
-    return out
-
-
-def joined_path_options(args: list[str]) -> list[str]:
-    """``args`` with each path option and its value as one word (``--impl=X``)."""
-    out: list[str] = []
-    words = iter(args)
-    for word in words:
-        value = next(words, None) if word in PATH_OPTIONS else None
-        out.append(word if value is None else f"{word}={value}")
-    return out
 
 
 def same_choice_for_joined_words(config: pytest.Config) -> bool:

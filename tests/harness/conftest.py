@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from harness.checks.registry import run_check
-from harness.plugin import joined_path_options
+from harness.path_options import joined_path_options
 from harness.profiles import without_local_constants
 from harness.running.calling import CheckFailure
 from tests.harness.pytest_server import SERVER

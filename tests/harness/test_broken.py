@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.plugin import joined_path_options
+from harness.path_options import joined_path_options
 from harness.running.isolate import read_record
 
 BROKEN = Path(__file__).resolve().parent / "broken"
