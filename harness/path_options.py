@@ -14,9 +14,10 @@ from pathlib import Path
 PATH_OPTIONS = ("--impl", "--conv-failures", "--replay", "--conv-problem")
 
 
-def path_values_read_as_test_paths(args: list[str], invocation_dir: Path) -> list[str]:
-    """The values of our path options given as separate words (``--impl X``) that
-    pytest took for test paths when it chose the rootdir and config file.
+def path_options_read_as_test_paths(args: list[str],
+                                    invocation_dir: Path) -> list[tuple[str, str]]:
+    """Our path options given as separate words (``--impl X``) whose value pytest
+    took for a test path when it chose the rootdir and config file: (option, value).
 
     pytest chooses them before any plugin option is known, from the existing
     paths among the free words: ``X`` is one of them. It can change the choice
@@ -29,7 +30,7 @@ def path_values_read_as_test_paths(args: list[str], invocation_dir: Path) -> lis
         if option in PATH_OPTIONS and not value.startswith("-"):
             path = Path(invocation_dir, value)
             if path.exists() and path.resolve().parent != Path(invocation_dir).resolve():
-                out.append(value)
+                out.append((option, value))
     return out
 
 

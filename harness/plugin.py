@@ -20,8 +20,7 @@ import pytest
 
 from harness.checks import oracle
 from harness.checks.registry import REGISTRY
-from harness.path_options import (PATH_OPTIONS, joined_path_options,
-                                  path_values_read_as_test_paths)
+from harness.path_options import joined_path_options, path_options_read_as_test_paths
 from harness.problem import OPS, ConvProblem
 from harness.reporting.failures import DEFAULT_FAILURES_DIR
 from harness.running.calling import DEFAULT_TIMEOUT, TimeLimit
@@ -133,7 +132,7 @@ def same_choice_for_joined_words(config: pytest.Config) -> bool:
 
 def _rerun_with_joined_path_options(config: pytest.Config) -> None:
     """Run pytest again with ``--impl=X`` where ``--impl X`` misled its choice of
-    rootdir and config file (see `path_values_read_as_test_paths`; not where the
+    rootdir and config file (see `path_options_read_as_test_paths`; not where the
     choice is the same, `same_choice_for_joined_words`).
 
     pytest offers no hook before that choice and documents the one-word form as
@@ -144,16 +143,15 @@ def _rerun_with_joined_path_options(config: pytest.Config) -> None:
     """
     params = config.invocation_params
     given = list(params.args)
-    misread = path_values_read_as_test_paths(given, params.dir)
+    misread = path_options_read_as_test_paths(given, params.dir)
     if not misread or same_choice_for_joined_words(config):
         return
     if sys.argv[1:] != given:
-        option = next(o for o, v in zip(given, given[1:])
-                      if o in PATH_OPTIONS and v == misread[0])
+        option, value = misread[0]
         raise pytest.UsageError(
-            f"pytest reads {misread[0]} as a test path before it knows the option before "
+            f"pytest reads {value} as a test path before it knows the option before "
             f"it, and chooses the wrong rootdir and config file: write the option and its "
-            f"value as one word ({option}={misread[0]}, as for any path option)")
+            f"value as one word ({option}={value}, as for any path option)")
     command = [sys.executable, "-m", "pytest", *joined_path_options(given)]
     sys.stdout.flush()
     sys.stderr.flush()

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from harness.path_options import joined_path_options, path_values_read_as_test_paths
+from harness.path_options import joined_path_options, path_options_read_as_test_paths
 from tests.harness.conftest import PROJECT_ROOT
 
 FORWARD_2D = ("-k", "test_forward and conv2d]", "-rA")
@@ -100,13 +100,13 @@ def test_a_path_read_as_a_test_path_matters_only_where_it_changes_pytests_choice
 @pytest.mark.parametrize("args, misread", [
     (["--impl", "conv_impl.einsum"], []),  # a dotted name: no path
     (["--impl", "setup.py"], []),  # in the folder itself: the same choice
-    (["--impl", "conv_impl/einsum.py"], ["conv_impl/einsum.py"]),
+    (["--impl", "conv_impl/einsum.py"], [("--impl", "conv_impl/einsum.py")]),
     (["--conv-failures", "no/such/folder"], []),  # pytest ignores paths that do not exist
     (["--conv-failures=/tmp", "-k", "/tmp"], []),
-    (["--replay", "/tmp", "--impl", "x"], ["/tmp"]),
+    (["--replay", "/tmp", "--impl", "x"], [("--replay", "/tmp")]),
 ])
 def test_which_values_pytest_reads_as_test_paths(args, misread):
-    assert path_values_read_as_test_paths(args, PROJECT_ROOT) == misread
+    assert path_options_read_as_test_paths(args, PROJECT_ROOT) == misread
 
 
 def test_path_options_joined_to_one_word():
