@@ -145,6 +145,10 @@ class TestState:
     focus: tuple[Any, str | None] | None = None
     #: calls of the implementation per example in the current search (`Found.tries`)
     tries: int = 1
+    #: the test's Hypothesis seed where one was given (`search_in_process`): each
+    #: follow-up search then draws from a seed of its own derived from it, as each
+    #: search of a default run draws from a random one; None: Hypothesis's settings decide
+    seed: int | None = None
 
     def take_found(self) -> list[Found]:
         found, self.found = self.found, []

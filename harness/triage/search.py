@@ -34,6 +34,7 @@ import json
 import contextlib
 import dataclasses
 import os
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -129,6 +130,8 @@ def follow_up(state: TestState, target: Target, check: str, known: list[Bug],
         state.skipped.append(source)
         return [], None  # an earlier run sharing the database found nothing here
     _set_key(search, key)
+    if state.seed is not None:
+        search = hypothesis.seed(zlib.crc32(key, state.seed))(search)
     state.found = []
     state.last_failing = None
     state.run.book.freeze()  # what other searches found by now is excluded from this one
@@ -624,7 +627,9 @@ def search_in_process(run: RunState, target: Target, check: str,
     directly: its first search under Hypothesis's current settings, then `conclude`.
     For the harness's own tests of the triage, and for any program that wants a
     verdict without a pytest run. ``seed``: the first search's Hypothesis seed, as
-    ``@seed`` (or pytest's ``--hypothesis-seed``) gives it."""
+    ``@seed`` (or pytest's ``--hypothesis-seed``) gives it; each follow-up search
+    draws from a seed derived from it and its own key, as each search of a default
+    run draws from a random one."""
     @given(data=st.data())
     def first_search(data: st.DataObject) -> None:
         suite.run(target, check, data, state=state)
@@ -634,6 +639,7 @@ def search_in_process(run: RunState, target: Target, check: str,
         first_search = hypothesis.seed(seed)(first_search)
     error: BaseException | None = None
     with under_way(run, target, budget) as state:
+        state.seed = seed
         try:
             first_search()
         except Exception as exc:  # noqa: BLE001 - what the search found, or not ours

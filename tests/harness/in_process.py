@@ -44,8 +44,9 @@ def run_entries(spec: str, checks: Sequence[str], ops: Sequence[str], failures: 
     summary's bug list), of a run of ``checks``
     on ``ops`` of ``spec`` (as ``-k`` would select them) in one process, in the order
     the plugin runs them (the costliest first); ``budget``: ``--conv-budget``;
-    ``seed``: each test a seed of its own from it, as a default run gives each test a
-    random one (without it, each test's seed is fixed by the profile)."""
+    ``seed``: each test a seed of its own from it, and each of its follow-up
+    searches one derived from that, as a default run gives each search a random one
+    (without it, each search's seed is fixed by the profile)."""
     impl = load_implementation(spec)
     monkeypatch.delenv(causes.RUN_ENV, raising=False)  # a run of its own
     causes.new_run(failures)

@@ -396,3 +396,35 @@ def test_a_further_search_that_ends_on_an_error_says_so(monkeypatch, tmp_path):
     finally:
         hypothesis_settings.load_profile(before)
     assert found == [] and ended == "RuntimeError: the harness broke"
+
+
+def test_a_seeded_test_gives_each_follow_up_search_a_seed_of_its_own(monkeypatch, tmp_path):
+    """`search_in_process`'s seed reaches its follow-up searches, as a default run's
+    random seeds do: each draws from a seed derived from the test's and its own key,
+    the same for the same seed; without one, the profile's derandomised draw."""
+    from hypothesis import settings as hypothesis_settings
+    from hypothesis import strategies as st
+
+    from harness import suite
+    from harness.running.target import Target
+    from harness.state import TestState
+    from harness.triage import search
+    from tests.harness.in_process import profile
+
+    target = Target(load_implementation("conv_impl.einsum"), "conv2d", None, tmp_path)
+    drawn: list[int] = []
+    monkeypatch.setattr(suite, "run", lambda target, check, data, **kwargs: drawn.append(
+        data.draw(st.integers(0, 2**30))))
+    hypothesis_settings.register_profile("follow-up-draws", hypothesis_settings.default,
+                                         database=None, derandomize=True, max_examples=5)
+
+    def draws(seed: int | None, tries: int = 1) -> list[int]:
+        drawn.clear()
+        with profile("follow-up-draws"):
+            assert search.follow_up(TestState(seed=seed), target, "forward", [],
+                                    tries=tries) == ([], None)
+        return list(drawn)
+
+    assert draws(1) == draws(1) != draws(2)
+    assert draws(1, tries=8) != draws(1)  # another search, another seed
+    assert draws(None) == draws(None) not in (draws(1), draws(2))
