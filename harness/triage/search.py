@@ -373,7 +373,9 @@ def triage(state: TestState, target: Target, check: str, first: list[Found],
     cause known run-wide are kept (listed under that cause's entry) but do not
     count towards ``max_bugs``; they enter the follow-ups' exclusions as a new
     cause would (`_excludes`), so that a further search spends its examples
-    outside their region, unless evidence attributed them.
+    outside their region, unless evidence attributed them: such a region stays
+    open until a further search meets it again, at once where that search would
+    draw the same examples (`_draws_again`).
     """
     bugs = [_bug_of(found, state, print_script, []) for found in first[:1]]
     known = [b for b in bugs if _excludes(b)]
@@ -403,7 +405,7 @@ def triage(state: TestState, target: Target, check: str, first: list[Found],
             known.append(bug)
         elif bug.sighting:
             bugs.append(bug)
-            known += [bug] if _excludes(bug) else []
+            known += [bug] if _excludes(bug) or _draws_again(state) else []
         elif same:
             known.append(bug)
             same[0].absorb(bug)
@@ -455,6 +457,15 @@ def _met_again(bug: Bug, old: Bug) -> bool:
     """Whether sighting ``bug`` is ``old`` again: the same cause, kind and function."""
     return old.sighting and (old.cause, old.failure, old.function) == (
         bug.cause, bug.failure, bug.function)
+
+
+def _draws_again(state: TestState) -> bool:
+    """Whether a further search with the same exclusions would draw the same examples
+    as the last (derandomised settings, or a given seed: its seed comes from its key),
+    and so meet the same finding first: a sighting whose region stays open is then
+    excluded at once, where a random search would be given the chance to find
+    something else before it meets it again (`triage`)."""
+    return state.seed is not None or settings.default.derandomize
 
 
 def _excludes(bug: Bug) -> bool:

@@ -355,6 +355,16 @@ ORACLE_FREE = ("adjoint", "linearity", "finite_difference", "pointwise", "delta_
 @pytest.mark.long
 def test_batch_consistency_sees_images_mixed_up_where_the_adjoint_does_not(tmp_path,
                                                                            monkeypatch):
+    from harness.triage import search
+
+    searches = []  # each follow-up search: its check, exclusions, focus and calls
+
+    def follow_up(state, target, check, known, focus=None, tries=1):
+        searches.append((check, tuple(map(id, known)), focus, tries))
+        return made(state, target, check, known, focus, tries)
+
+    made = search.follow_up
+    monkeypatch.setattr(search, "follow_up", follow_up)
     bugs, failures, out = in_process(tmp_path, monkeypatch, f"{TWO_BUGS}:batch_swap",
                                      ORACLE_FREE)
     # batch_consistency meets linearity's grad_input cause, tied to it by its evidence
@@ -362,6 +372,9 @@ def test_batch_consistency_sees_images_mixed_up_where_the_adjoint_does_not(tmp_p
     # open: met once, not shrunk to again in every round until --conv-max-bugs
     sightings = [block.split("\n")[:2] for block in out.split("--- a known bug again")[1:]]
     assert len(sightings) == len({tuple(s) for s in sightings}), sightings
+    # ... and, the searches derandomised, not searched for again with the same
+    # exclusions (the same examples: the same sighting first)
+    assert len(searches) == len(set(searches)), searches
     assert "stopped at --conv-max-bugs" not in out, out[-3000:]
     seen = {check for bug in bugs for check in bug["checks"]}
     assert "batch_consistency" in seen
