@@ -178,11 +178,16 @@ class ConvProblem:
 
     def size_rank(self) -> tuple[int, ...]:
         """The harness's one rule for "the smaller case" (a sighting's, an entry's): the
-        arrays' elements (batch x channels x input positions) first, then, on a tie,
-        how far the kernel, dilation, padding and stride are from trivial (a dilation-2
-        kernel of two taps is not simpler than a plain one). Smaller sorts first."""
-        volume = self.batch * self.in_channels * self.out_channels * math.prod(self.input_size)
-        return (volume, sum(self.kernel_size), sum(self.dilation), sum(self.padding),
+        arrays' elements (batch x channels x input positions) first, the padding's
+        positions counted, then without them, then, on a tie, how far the kernel,
+        dilation, padding and stride are from trivial (a dilation-2 kernel of two taps
+        is not simpler than a plain one). Smaller sorts first. An input of 2x2 padded
+        by 2 is 6x6 positions the kernel sweeps (16 outputs), not fewer than an
+        unpadded 3x3 (one output)."""
+        elements = self.batch * self.in_channels * self.out_channels
+        padded = math.prod(n + 2 * p for n, p in zip(self.input_size, self.padding))
+        return (elements * padded, elements * math.prod(self.input_size),
+                sum(self.kernel_size), sum(self.dilation), sum(self.padding),
                 sum(self.stride))
 
     def plainest(self) -> "ConvProblem":

@@ -109,7 +109,8 @@ def test_the_draw_carries_its_archetype(tmp_path):
 
 def test_one_rule_for_the_smaller_case():
     """Sightings and merged entries pick their case by one rule (`ConvProblem.size_rank`):
-    fewer array elements first, then the plainer kernel, dilation, padding and stride."""
+    fewer array elements first (the padded input's positions), then the plainer kernel,
+    dilation, padding and stride."""
     from harness.problem import ConvProblem
 
     def problem(**changes):
@@ -122,6 +123,13 @@ def test_one_rule_for_the_smaller_case():
     assert plain.size_rank() < dilated.size_rank()
     assert problem(input_size=(2, 1)).size_rank() < dilated.size_rank() < problem(
         batch=2).size_rank()
+    # the padding counts as the input positions it adds (seen: a depthwise bug's entry
+    # showed batch 2, a 2x2 input padded by 2, over its own batch 1, unpadded 3x3)
+    assert problem(input_size=(3, 1)).size_rank() < problem(
+        input_size=(2, 1), padding=(1, 0)).size_rank()
+    depthwise = dict(in_channels=2, out_channels=2, groups=2, kernel_size=(3, 3))
+    assert problem(**depthwise, input_size=(3, 3)).size_rank() < problem(
+        **depthwise, batch=2, input_size=(2, 2), padding=(2, 2)).size_rank()
 
 
 def test_a_failure_that_does_not_repeat_is_a_finding_not_the_end_of_a_search(tmp_path):
