@@ -109,8 +109,8 @@ def test_the_draw_carries_its_archetype(tmp_path):
 
 def test_one_rule_for_the_smaller_case():
     """Sightings and merged entries pick their case by one rule (`ConvProblem.size_rank`):
-    fewer array elements first (the padded input's positions), then the plainer kernel,
-    dilation, padding and stride."""
+    fewer array elements first (with the padding's positions, then without), then the
+    plainer kernel, dilation, padding and stride."""
     from harness.problem import ConvProblem
 
     def problem(**changes):

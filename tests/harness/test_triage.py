@@ -358,12 +358,12 @@ def test_batch_consistency_sees_images_mixed_up_where_the_adjoint_does_not(tmp_p
     from harness.triage import search
 
     searches = []  # each follow-up search: its check, exclusions, focus and calls
+    made = search.follow_up
 
     def follow_up(state, target, check, known, focus=None, tries=1):
         searches.append((check, tuple(map(id, known)), focus, tries))
         return made(state, target, check, known, focus, tries)
 
-    made = search.follow_up
     monkeypatch.setattr(search, "follow_up", follow_up)
     bugs, failures, out = in_process(tmp_path, monkeypatch, f"{TWO_BUGS}:batch_swap",
                                      ORACLE_FREE)
