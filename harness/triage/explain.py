@@ -267,27 +267,45 @@ def trigger_line(rows: tuple[Row, ...], trigger: tuple[Condition, ...],
 Probe = Callable[[ConvCase], "bool | str"]
 
 
-def _verdict(kind: str, failures: list[CheckFailure]) -> bool | str:
-    if any(f.check == kind for f in failures):
+#: the masked verdict of a failure a known cause covers (`failure_probe`'s ``known``)
+KNOWN = "known bug"
+
+#: whether a known cause covers a failure on a case (harness/triage/causes.py's `covers`,
+#: over the causes known when the explanation began)
+Known = Callable[[CheckFailure, ConvCase], bool]
+
+
+def _verdict(kind: str, failures: list[CheckFailure], case: ConvCase,
+             known: Known | None) -> bool | str:
+    same = [f for f in failures if f.check == kind]
+    if same:
+        if known is not None and all(known(f, f.case if f.case is not None else case)
+                                     for f in same):
+            return KNOWN
         return True
     masked = [f.check for f in failures if f.check in MASKING]
     return masked[0] if masked else False
 
 
-def failure_probe(impl: Implementation, failure: CheckFailure, timeout: Timeout) -> Probe:
+def failure_probe(impl: Implementation, failure: CheckFailure, timeout: Timeout,
+                  known: Known | None = None) -> Probe:
     """Whether a case shows the same kind of failure from the same function (True),
-    passes (False), or fails in a way that hides it (the kind of that failure)."""
+    passes (False), or fails in a way that hides it (the kind of that failure).
+
+    A failure of that kind which ``known`` says a known cause covers is masked too
+    (`KNOWN`): inside another cause's region, failing says nothing of what this bug
+    needs (a shape bug of every unpadded problem fails any change to padding 0)."""
     kind, function = failure.check, failure.function
     if kind in _CONTRACT_KINDS and function is not None:
         def probe(case: ConvCase) -> bool | str:
-            return _verdict(kind, diagnose(impl, function, case, timeout))
+            return _verdict(kind, diagnose(impl, function, case, timeout), case, known)
         return probe
     check = PRODUCED_BY.get(kind, kind)
     if check not in REGISTRY:  # nothing to run it again with
         return lambda case: False
 
     def probe_check(case: ConvCase) -> bool | str:
-        return _verdict(kind, examine(check, impl, case, timeout))
+        return _verdict(kind, examine(check, impl, case, timeout), case, known)
     return probe_check
 
 

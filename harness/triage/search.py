@@ -187,8 +187,11 @@ def describe(found: Found, state: TestState, print_script: bool = False,
         if in_fewer_dimensions(failure.function, known.function) and not comes_and_goes \
                 and not bug.evidence.get("unrepeatable"):
             # its case may stand for the cause's entry (catalog.merge): with the
-            # explanation of its own problem, which the entry then shows
-            bug.explanation = list(_explanation(found, bug).rows)
+            # explanation of its own problem, which the entry then shows (what the
+            # other causes cover masked, not what this one does)
+            others = [r for r in book.known(target.impl.spec, fresh=True)
+                      if r.cause != known.cause]
+            bug.explanation = list(_explanation(found, bug, others).rows)
         return _as_sighting(book, found, bug, known)
     key = database_key(target, found.check)
     recalled = stored.recall(key, target.impl.target, failure.check, failure.function,
@@ -208,7 +211,7 @@ def describe(found: Found, state: TestState, print_script: bool = False,
         bug.explanation = list(old.explanation)
         note = "\n" + stored.note(source)
     else:
-        explanation = _explanation(found, bug)
+        explanation = _explanation(found, bug, book.known(target.impl.spec, fresh=True))
         smaller = (_reshrunk(found, explanation.smaller)
                    if explanation.smaller is not None and not comes_and_goes
                    and reshrunk < MAX_RESHRINKS else None)
@@ -234,15 +237,20 @@ def describe(found: Found, state: TestState, print_script: bool = False,
     return bug
 
 
-def _explanation(found: Found, bug: Bug) -> Explanation:
+def _explanation(found: Found, bug: Bug, known: list[Bug]) -> Explanation:
     """The explanation of ``found``'s failure on its case: single changes, each called
     as the search called it (``found.tries`` times for one that comes and goes), a
     wrong value counted where it is beyond rounding (unless its evidence is a
-    precision)."""
+    precision), a failure that one of the ``known`` causes covers masked, as a
+    search does not count it."""
     target, failure = found.target, found.failure
     caps = (target.impl.capabilities_for((failure.function,)) if failure.function
             else suite.check_capabilities(target, found.check))
-    probe = failure_probe(target.impl, failure, target.timeout)
+
+    def covered(other: CheckFailure, case: ConvCase) -> bool:
+        return any(causes.covers(record, other, case, target.impl, target.timeout)
+                   for record in known)
+    probe = failure_probe(target.impl, failure, target.timeout, covered if known else None)
     if bug.evidence.get("fails_in"):  # mapped where it can happen, each problem as often
         probe = evidence.Repeated(probe, found.tries)
     elif failure.check in evidence.VALUE_KINDS and failure.function and not \
