@@ -207,7 +207,10 @@ def _rebuild_axis(p: ConvProblem, axis: int, a: dict[str, int],
 
     The number of outputs and the remainder are kept, as the strategies
     draw them; where that needs an input of fewer than one position (more
-    padding, say) and ``keep_size``, the input size is kept instead.
+    padding, say) and ``keep_size``, the input size is kept instead. A change
+    of the stride or the remainder keeps the remainder then, with as few more
+    outputs as hold it: a stride 3 with remainder 2 made stride 2 on the same
+    input would leave none, and a remainder bug would read as a stride >= 3 bug.
     """
     k, s, pad, d = a["kernel"], a["stride"], a["padding"], a["dilation"]
     if min(k, s, d) < 1 or pad < 0:
@@ -225,6 +228,9 @@ def _rebuild_axis(p: ConvProblem, axis: int, a: dict[str, int],
     if o < 1 or not 0 <= r < s:
         return None
     size = (o - 1) * s + d * (k - 1) + 1 + r - 2 * pad
+    if size < 1 and a.get("_changed") in ("stride", "remainder"):
+        more = -(-(1 - size) // s)
+        o, size = o + more, size + more * s
     if size < 1:  # padding alone covers the kernel: not this many positions
         if keep_size and n + 2 * pad >= d * (k - 1) + 1:
             return {"size": n, "padding": pad, "output_padding": 0}
