@@ -441,3 +441,6 @@ def test_a_seeded_test_gives_each_follow_up_search_a_seed_of_its_own(monkeypatch
     assert draws(1) == draws(1) != draws(2)
     assert draws(1, tries=8) != draws(1)  # another search, another seed
     assert draws(None) == draws(None) not in (draws(1), draws(2))
+    # seeds that differ only above their low 32 bits (`hypothesis.seed` takes any int)
+    assert draws(2**40 + 1) not in (draws(1), draws(2**41 + 1))
+    assert search.follow_up_seed(b"k", 7) != search.follow_up_seed(b"k", 2**32 + 7)
