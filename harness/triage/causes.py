@@ -59,13 +59,14 @@ class CauseBook:
         self.folder: Path | None = None
         self.records: dict[str, tuple[str, Bug]] = {}  # file name -> (impl spec, bug)
         self.frozen: dict[str, tuple[str, Bug]] | None = None  # what searches see
+        self.own: set[str] = set()  # the records this process wrote
 
     def open(self, failures_dir: Path) -> None:
         run = os.environ.get(RUN_ENV)
         if run is None:
             run = new_run(failures_dir)
         self.folder = failures_dir / FOLDER / run
-        self.records, self.frozen = {}, None
+        self.records, self.frozen, self.own = {}, None, set()
 
     def publish(self, spec: str, bug: Bug) -> None:
         """Write ``bug``'s record (a new cause, or a sighting attributed to one)."""
@@ -81,6 +82,7 @@ class CauseBook:
         # a copy, as every other process reads it: the finder's own Bug changes after
         # publishing (its script verified alone may make it a history bug)
         self.records[name] = (spec, Bug.from_json(raw["bug"]))
+        self.own.add(name)
 
     def freeze(self) -> None:
         """Read the folder now, and let `known` give what it held until the next freeze:
@@ -88,6 +90,14 @@ class CauseBook:
         replays its failure (a failure covered only at its replay would be 'flaky')."""
         self.frozen = None
         self.frozen = dict(self._read())
+
+    def grown(self) -> bool:
+        """Whether another process wrote records since the last `freeze`: the next
+        search's view of what is known differs from the last one's by more than what
+        this process published from it."""
+        frozen = self.frozen
+        return frozen is not None and any(name not in frozen and name not in self.own
+                                          for name in self._read())
 
     def known(self, spec: str, fresh: bool = False) -> list[Bug]:
         """The causes and sightings of ``spec`` known so far (as of the last `freeze`,

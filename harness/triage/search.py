@@ -472,8 +472,11 @@ def _draws_again(state: TestState) -> bool:
     as the last (derandomised settings, or a given seed: its seed comes from its key),
     and so meet the same finding first: a sighting whose region stays open is then
     excluded at once, where a random search would be given the chance to find
-    something else before it meets it again (`triage`)."""
-    return state.seed is not None or settings.default.derandomize
+    something else before it meets it again (`triage`). Not where the run's book of
+    causes has grown since the last search began (another xdist worker published a
+    cause): the same examples may then be counted otherwise."""
+    return (state.seed is not None or settings.default.derandomize) \
+        and not state.run.book.grown()
 
 
 def _excludes(bug: Bug) -> bool:

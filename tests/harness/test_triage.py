@@ -9,6 +9,7 @@ minimal problem, with a case file whose script exits 1.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -444,3 +445,32 @@ def test_a_seeded_test_gives_each_follow_up_search_a_seed_of_its_own(monkeypatch
     # seeds that differ only above their low 32 bits (`hypothesis.seed` takes any int)
     assert draws(2**40 + 1) not in (draws(1), draws(2**41 + 1))
     assert search.follow_up_seed(b"k", 7) != search.follow_up_seed(b"k", 2**32 + 7)
+
+
+def test_a_search_is_taken_to_draw_again_only_while_the_book_of_causes_is_unchanged(
+        monkeypatch, tmp_path):
+    """A seeded or derandomised triage excludes a sighting met once at once, as the next
+    search would draw the same examples and meet it first (`_draws_again`). Not once
+    another process (an xdist worker) has published a cause since the last search
+    froze the book: the same examples may then be sightings of it, or rejected."""
+    from harness.state import RunState, TestState
+    from harness.triage import search
+    from harness.triage.causes import RUN_ENV, CauseBook
+
+    monkeypatch.setenv(RUN_ENV, "one-run")
+    run = RunState()
+    run.book.open(tmp_path)
+    state = TestState(run=run, seed=1)
+    run.book.freeze()
+    assert search._draws_again(state)
+    mine = Bug(check="forward", failure="forward", function="conv2d", op="conv2d",
+               params=problem().params(), layouts={}, trigger="", conditions=[],
+               explanation=[], case_file=None, cause="mine")
+    run.book.publish("impl.py", mine)  # what this search found: known to its next one
+    assert search._draws_again(state)
+    other = CauseBook()  # another worker's view of the same run
+    other.open(tmp_path)
+    other.publish("impl.py", dataclasses.replace(mine, cause="theirs"))
+    assert not search._draws_again(state)
+    run.book.freeze()  # the next search sees it
+    assert search._draws_again(state)
