@@ -58,9 +58,14 @@ _CONTRACT_KINDS = frozenset({"forward", "grad_input", "grad_weight", "grad_bias"
                              "timeout", "crashed"})
 
 
+#: the `Condition` op of a bug of every other value of a feature from its least one up
+EVERY_OTHER = "every 2"
+
+
 @dataclass(frozen=True)
 class Condition:
-    """One feature a bug needs: ``feature op value`` (op: ``>=``, ``<=``, ``in``)."""
+    """One feature a bug needs: ``feature op value`` (op: ``>=``, ``<=``, ``in``, or
+    ``every 2``: ``value`` and every other value above it, as odd batches of 3 or more)."""
 
     feature: str
     op: str
@@ -80,6 +85,8 @@ class Condition:
             return v >= self.value
         if self.op == "<=":
             return v <= self.value
+        if self.op == EVERY_OTHER:
+            return v >= self.value and (v - self.value) % 2 == 0
         return v in self.value
 
     def text(self) -> str:
@@ -93,6 +100,9 @@ class Condition:
             if self.feature == "bias" and len(shown) == 1:
                 return shown[0]
             text = f"{label} {'= ' + shown[0] if len(shown) == 1 else 'in {' + ', '.join(shown) + '}'}"
+        elif self.op == EVERY_OTHER:
+            text = f"{label} {'odd' if self.value % 2 else 'even'}"
+            text += f" >= {self.value}" if self.value > 2 else ""
         elif self.op == "<=" and self.value == 0:
             text = f"{label} = 0"
         else:
@@ -418,6 +428,7 @@ def explain(case: ConvCase, probe: Probe, caps: Capabilities) -> Explanation:
             tried(value)
         if feature in ft.BISECTED:
             _down_to_boundary(outcome, minimal, tried)
+            _every_other(outcome, minimal, tried)
         if len(outcome) > 1 or (outcome and minimal not in outcome):
             rows.append(_row(feature, axis if on_axis and not caps.square else None, minimal,
                              outcome, trials.counts_of(feature, outcome)))
@@ -781,6 +792,34 @@ MAX_TIE_STEPS = 12
 SMALLER_TRIED = 8
 
 
+def _every_other(outcome: dict[Any, bool | str], minimal: int,
+                 tried: Callable[[int], bool | str | None]) -> None:
+    """Where the minimal value fails and both its neighbours pass (batch 3 fails, 2 and
+    4 pass), the next three values up too: a bug of every other value (odd batches
+    of 3 or more, an odd-length tail of a vectorised loop) is one region, which
+    `_condition` names (``batch odd >= 3``), not one region per value, each a further
+    search's finding."""
+    if outcome.get(minimal) is True and outcome.get(minimal - 1) is False \
+            and outcome.get(minimal + 1) is False:
+        for value in (minimal + 2, minimal + 3, minimal + 4):
+            tried(value)
+
+
+def _every_other_from(row: Row) -> int | None:
+    """The least failing value, where the row fails at every other value from it (three
+    at least: two would be a pair of values) and passes between them and at every
+    value of their parity below."""
+    fails = sorted(row.fails)
+    if len(fails) < 3 or any((v - fails[0]) % 2 for v in fails):
+        return None
+    gaps = set(range(fails[0] + 1, fails[-1], 2))
+    below = {v for v in row.passes if v < fails[0] and (fails[0] - v) % 2 == 0}
+    if not gaps <= set(row.passes) or any(v in row.passes for v in range(
+            fails[0], fails[-1] + 1, 2)) or not (below or fails[0] <= 2):
+        return None
+    return fails[0]
+
+
 def _smaller(minimal: int) -> set[int]:
     """The values below a derived feature's minimal one that are tried, each realised
     by every component that can carry it: the minimal problem reached its value by
@@ -815,4 +854,7 @@ def _condition(row: Row, caps: Capabilities) -> Condition | None:
             return Condition(row.feature, ">=", low, row.axis)
         if all(v > high for v in row.passes):
             return Condition(row.feature, "<=", high, row.axis)
+        least = _every_other_from(row)
+        if least is not None:
+            return Condition(row.feature, EVERY_OTHER, least, row.axis)
     return Condition(row.feature, "in", tuple(sorted(row.fails, key=_sort_key)), row.axis)

@@ -918,3 +918,26 @@ def test_a_product_condition_under_square_kernels_is_at_its_plainest_case(
     p = bug["params"]
     assert (p["in_channels"], p["kernel_size"], p["input_size"]) == (2, [1, 1], [1, 1]), p
     scripts_exit_1(failures, bugs)
+
+
+def test_a_bug_of_every_other_value_is_one_region():
+    """Odd batches of 3 or more (tests/harness/two_bugs.py's batch_swap): batch 3 fails,
+    2 and 4 pass. The next values up are tried, and the trigger names the parity, so
+    that a further search does not find batch 5, 7, 9, ... one region at a time."""
+    def odd_batches_with_two_taps(case: ConvCase) -> bool:
+        p = case.problem
+        return p.batch >= 3 and p.batch % 2 == 1 and p.kernel_size[1] >= 2
+
+    case = constant_case(problem(batch=3, input_size=(1, 2), kernel_size=(1, 2)))
+    explanation = explain(case, odd_batches_with_two_taps, Capabilities())
+    assert sorted(c.text() for c in explanation.trigger) == ["batch odd >= 3", "kernel >= 2"]
+    (odd,) = [c for c in explanation.trigger if c.feature == "batch"]
+    assert [odd.holds(b) for b in range(1, 10)] == [False, False, True, False, True,
+                                                    False, True, False, True]
+    assert type(odd).from_json(odd.to_json()) == odd
+    # two failing values are a pair, not a parity
+    def kernels_2_and_4(case: ConvCase) -> bool:
+        return case.problem.kernel_size[1] in (2, 4)
+
+    pair = explain(case, kernels_2_and_4, Capabilities())
+    assert [c.text() for c in pair.trigger] == ["kernel in {2, 4}"]
