@@ -23,8 +23,6 @@ the precision of the input. Stride 1 only (the caller delegates the rest).
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 Ints = tuple[int, ...]
