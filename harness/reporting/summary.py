@@ -27,6 +27,7 @@ from harness.reporting import coverage
 from harness.reporting.failures import atomic_write
 from harness.running.loader import Implementation
 from harness.triage.catalog import Bug, merge
+from harness.triage.history import NOT_VERIFIED
 from harness.triage.search import BUGS
 from strategies.cases import noise_case
 from strategies.problems import never_drawn
@@ -371,16 +372,31 @@ def not_run_lines(impl: Implementation, record: ImplementationRecord) -> list[st
 VALUE_FAILURES = ("forward", "grad_input", "grad_weight", "grad_bias")
 
 
+def not_run_alone(bug: Bug) -> str:
+    """Why ``bug``'s script was not run alone in a fresh process."""
+    if bug.failure in NOT_VERIFIED:
+        return NOT_VERIFIED[bug.failure]
+    if bug.case_file is None:
+        return "no case file was saved (see the failure's report)"
+    if not oracle.torch_available():
+        return "the scripts compare with torch, which is not installed"
+    return "its script was not run"
+
+
 def bug_lines(bugs: list[Bug]) -> list[str]:
     """The bug list of one implementation: a few lines per root cause, its other
     sightings counted on one line, never printed again."""
     if not bugs:
         return []
     alone = sum(bug.alone is True for bug in bugs)
+    failed = sum(bug.alone is False for bug in bugs)
     head = f"  distinct bugs: {len(bugs)}"
     if alone != len(bugs):
-        head += (f" ({alone} reproduced by their script alone; "
-                 f"{len(bugs) - alone} not: see below)")
+        counts = [f"{alone} reproduced by their script alone"]
+        counts += [f"{failed} not: see below"] if failed else []
+        unrun = len(bugs) - alone - failed
+        counts += [f"{unrun} not run alone: see below"] if unrun else []
+        head += f" ({'; '.join(counts)})"
     lines = [head]
     for i, bug in enumerate(bugs, 1):
         what = f"{bug.failure} wrong" if bug.failure in VALUE_FAILURES else bug.failure
@@ -400,6 +416,8 @@ def bug_lines(bugs: list[Bug]) -> list[str]:
         if bug.alone is False:
             lines.append("     DOES NOT REPRODUCE ALONE: "
                          + (bug.alone_reason or "its script passes in a fresh process"))
+        elif bug.alone is None:
+            lines.append("     not run alone: " + not_run_alone(bug))
         others = [s for s in bug.sightings if s.get("function") != bug.function
                   or s.get("failure") != bug.failure]
         if others:

@@ -146,8 +146,14 @@ def _same_case(a: ConvCase, b: ConvCase) -> bool:
 
 
 #: this process's record of calls (see `CallLog`)
-#: failures whose script cannot be run alone to a verdict (it would hang or crash)
-_NOT_VERIFIED = frozenset({"timeout", "crashed", HISTORY})
+#: failures whose script is not run alone, and why: it has no verdict of its own to give
+#: (a time-out's script has one: it exits 1 once its recorded limit has passed, even
+#: inside a C call, so it is run as any other)
+NOT_VERIFIED = {
+    "crashed": "a crash's script is not run alone: it crashes as the call did, with no "
+               "verdict of its own (run it under --isolate, or see its case file)",
+    HISTORY: "results that depend on earlier calls: the case file holds the calls made "
+             "before it"}
 SCRIPT_SECONDS = 120.0
 
 
@@ -200,7 +206,7 @@ def verify_alone(target: Target, bugs: list[Bug], calls: CallLog, verified: set[
                            "failed alone in a fresh process (exit 1)")
             runs.append(None)
             continue
-        runs.append(None if bug.failure in _NOT_VERIFIED or script is None
+        runs.append(None if bug.failure in NOT_VERIFIED or script is None
                     or not script.is_file() else _start(script))
     for bug, proc in zip(bugs, runs):
         if proc is None:

@@ -163,6 +163,11 @@ def test_hang_is_shrunk(results):
     (record,) = _case_files(failures, "hangs", "timeout")
     assert record["params"]["stride"] in ([1, 2], [2, 1])
     assert record["params"]["input_size"] == [1, 1]
+    # its script stops itself at the recorded limit (exit 1): verified as any other
+    summary = json.loads((failures / "summary.json").read_text())
+    (hangs,) = [bug for entry in summary["implementations"] for bug in entry["bugs"]
+                if bug["failure"] == "timeout"]
+    assert hangs["reproduces_alone"] is True, hangs
 
 
 def test_others_in_process_run_passed_and_quietly(results):
