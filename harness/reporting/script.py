@@ -106,6 +106,8 @@ FLOAT32_PRECISION = {float32_precision!r}
 RECORDED_FILE = {module_file!r}  # where the file was when the case was recorded
 # A time-out case: the limit its call was recorded with, in seconds (None: no limit)
 TIME_LIMIT = {time_limit!r}
+# A crash case: the call is made in a child process, whose death is the failure
+CRASHED = {crashed!r}
 OP, CHECK = {op!r}, {run_check!r}
 KWARGS = {kwargs}
 LAYOUTS = {layout_dict!r}
@@ -464,10 +466,7 @@ def stop_at_the_limit():
     timer.start()
 
 
-if __name__ == "__main__":
-    GIVEN = sys.argv[1] if len(sys.argv) > 1 else ""
-    if TIME_LIMIT:
-        stop_at_the_limit()
+def run_case():
     try:
         loaded = implementation()  # once: a failure that comes and goes lives in its state
         for attempt in range(1, TRIES + 1):
@@ -482,6 +481,41 @@ if __name__ == "__main__":
         print(f"FAILED {{SPEC}} {{OP}} check {{CHECK}}:\\n{{failure}}")
         sys.exit(1)
     print(f"OK: check {{CHECK}} holds for {{SPEC}} {{OP}} on this case")
+
+
+def in_a_child(run):
+    """Run the case in a forked child: a crash (a signal, os._exit) ends the child
+    before it says it finished, and is this script's failure (exit 1)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        code = 0
+        try:
+            run()
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        sys.stdout.flush()
+        os.write(write, b"done")
+        os._exit(code)
+    os.close(write)
+    finished = os.read(read, 4) == b"done"
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if not finished:
+        how = f"signal {{-code}}" if code < 0 else f"exit status {{code}}"
+        print(f"FAILED {{SPEC}} {{OP}}: the call crashed the process it ran in ({{how}}), as "
+              "recorded", flush=True)
+        sys.exit(1)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    GIVEN = sys.argv[1] if len(sys.argv) > 1 else ""
+    if TIME_LIMIT:
+        stop_at_the_limit()
+    if CRASHED and hasattr(os, "fork"):
+        in_a_child(run_case)
+    run_case()
 '''
 
 _MAINS = {
@@ -611,6 +645,7 @@ def render_script(record: dict[str, Any], case: ConvCase | None = None,
         versions=(f"(numpy {versions['numpy']}, torch {versions['torch']})"
                   if "numpy" in versions and "torch" in versions else ""),
         spec=spec, module=module, attr=attr, time_limit=time_limit,
+        crashed=record["check"] == "crashed",
         module_file=module_file, op=p.op, run_check=run_check, kwargs=kwargs,
         layout_dict=layouts, terms=_terms(case), dtype=p.dtype,
         **{n: _literal(a, p.dtype, len(n) + 3 + len("np.array(")) for n, a in arrays.items()},

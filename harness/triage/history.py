@@ -146,12 +146,11 @@ def _same_case(a: ConvCase, b: ConvCase) -> bool:
 
 
 #: this process's record of calls (see `CallLog`)
-#: failures whose script is not run alone, and why: it has no verdict of its own to give
-#: (a time-out's script has one: it exits 1 once its recorded limit has passed, even
-#: inside a C call, so it is run as any other)
+#: failures whose script is not run alone, and why: it has no verdict of its own to give.
+#: A time-out's script has one (it exits 1 once its recorded limit has passed, even
+#: inside a C call), and so has a crash's (it makes the call in a child process, whose
+#: death is its failure): both are run as any other
 NOT_VERIFIED = {
-    "crashed": "a crash's script is not run alone: it crashes as the call did, with no "
-               "verdict of its own (run it under --isolate, or see its case file)",
     HISTORY: "results that depend on earlier calls: the case file holds the calls made "
              "before it"}
 SCRIPT_SECONDS = 120.0

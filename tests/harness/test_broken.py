@@ -260,6 +260,13 @@ def test_isolated_crash_is_shrunk_and_others_pass(results):
     assert _outcome(done.stdout, "test_forward[conv_impl.einsum-conv2d]") == "PASSED"
     assert _outcome(done.stdout, "test_forward[noisy-conv2d]") == "PASSED"  # 2 s import: no time-out
     assert "NOISY-CALL" not in done.stdout + done.stderr
+    # a crash's script makes the call in a child process, whose death is its failure
+    # (exit 1), and a hang's stops itself at the recorded limit: verified alone
+    summary = json.loads((failures / "summary.json").read_text())
+    alone = {bug["failure"] + " " + Path(entry["impl"]).stem: bug["reproduces_alone"]
+             for entry in summary["implementations"] for bug in entry["bugs"]}
+    assert {k: v for k, v in alone.items() if k.startswith(("crashed", "timeout"))} == {
+        "crashed segfault": True, "crashed exits": True, "timeout hangs_in_c": True}, alone
 
 
 def test_crash_without_xdist_ends_the_run_and_the_next_run_saves_its_case(results):

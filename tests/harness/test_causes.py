@@ -944,21 +944,22 @@ def test_a_bug_of_every_other_value_is_one_region():
 
 
 def test_the_bug_count_says_which_scripts_were_not_run_alone_and_why():
-    """A crash's script is not run alone (it would crash with no verdict of its own):
-    the count says so apart from the scripts that passed alone, and the entry says why,
-    where it once read "1 not: see below" with nothing below."""
+    """A script not run alone (here: no case file was saved) is counted apart from the
+    scripts that passed alone, and the entry says why, where the count once read
+    "1 not: see below" with nothing below."""
     from harness.reporting.summary import bug_lines
 
     def bug(failure: str, alone: bool | None) -> Bug:
         found = Bug(check="forward", failure=failure, function="conv2d", op="conv2d",
                     params=problem().params(), layouts={}, trigger="", conditions=[],
-                    explanation=[], case_file=f"{failure}.json", cause=failure)
+                    explanation=[], case_file=None if alone is None else f"{failure}.json",
+                    cause=failure)
         found.alone = alone
         return found
 
     lines = bug_lines([bug("forward", True), bug("crashed", None), bug("raised", False)])
     assert lines[0] == ("  distinct bugs: 3 (1 reproduced by their script alone; 1 not: "
                         "see below; 1 not run alone: see below)")
-    assert any(line.startswith("     not run alone: a crash's script is not run alone")
+    assert any(line == "     not run alone: no case file was saved (see the failure's report)"
                for line in lines), lines
     assert any("DOES NOT REPRODUCE ALONE" in line for line in lines)
