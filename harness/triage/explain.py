@@ -102,7 +102,7 @@ class Condition:
             text = f"{label} {'= ' + shown[0] if len(shown) == 1 else 'in {' + ', '.join(shown) + '}'}"
         elif self.op == EVERY_OTHER:
             text = f"{label} {'odd' if self.value % 2 else 'even'}"
-            text += f" >= {self.value}" if self.value > 2 else ""
+            text += f" >= {self.value}" if self.value > 1 else ""  # from 0 or 1: all of them
         elif self.op == "<=" and self.value == 0:
             text = f"{label} = 0"
         else:
