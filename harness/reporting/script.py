@@ -89,6 +89,7 @@ import math
 import os
 import sys
 import threading
+import traceback
 
 import numpy as np
 import torch
@@ -494,8 +495,12 @@ def in_a_child(run):
         try:
             run()
         except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
+            code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+        except BaseException:  # as an uncaught exception ends a script: exit 1
+            traceback.print_exc()
+            code = 1
         sys.stdout.flush()
+        sys.stderr.flush()
         os.write(write, b"done")
         os._exit(code)
     os.close(write)

@@ -34,7 +34,7 @@ from harness.running.loader import load_implementation
 from strategies import conv_cases
 
 ALLOWED_IMPORTS = {"importlib", "importlib.util", "inspect", "math", "os", "sys", "threading",
-                   "numpy", "torch"}
+                   "traceback", "numpy", "torch"}
 
 
 def load_script(text: str, folder: Path):
@@ -251,3 +251,24 @@ def test_a_timeout_script_stops_at_its_recorded_limit_and_says_so(tmp_path):
     assert done.returncode == 1, done.stdout + done.stderr
     assert "did not return within 0.5 s (the time limit this case was recorded with)" \
         in done.stdout
+
+
+def test_a_crash_scripts_call_runs_in_a_child_whose_death_is_its_failure(tmp_path):
+    """A crash case's script (exit 1 where the call kills the child it runs in); an
+    implementation that cannot be imported there is an exception, as in any script,
+    not a crash."""
+    from tests.harness.test_triage import constant_case, problem
+
+    case = constant_case(problem(padding=(1, 0)))
+    segfault = Path(__file__).parent / "broken" / "segfault.py"
+    record = case_record(str(segfault), case, "crashed", "conv2d crashed", run_check="forward")
+    script = tmp_path / "repro.py"
+    script.write_text(render_script(record, case))
+    done = _run(script, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "the call crashed the process it ran in (signal 11), as recorded" in done.stdout
+    broken = tmp_path / "broken_import.py"
+    broken.write_text("raise RuntimeError('cannot be imported')\n")
+    done = _run(script, str(broken), cwd=tmp_path)
+    assert done.returncode == 1 and "RuntimeError: cannot be imported" in done.stderr
+    assert "crashed" not in done.stdout, done.stdout
