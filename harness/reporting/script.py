@@ -520,7 +520,8 @@ if __name__ == "__main__":
         stop_at_the_limit()
     if CRASHED and hasattr(os, "fork"):
         in_a_child(run_case)
-    run_case()
+    else:
+        run_case()
 '''
 
 _MAINS = {

@@ -27,7 +27,6 @@ from harness.reporting import coverage
 from harness.reporting.failures import atomic_write
 from harness.running.loader import Implementation
 from harness.triage.catalog import Bug, merge
-from harness.triage.history import NOT_VERIFIED
 from harness.triage.search import BUGS
 from strategies.cases import noise_case
 from strategies.problems import never_drawn
@@ -374,8 +373,6 @@ VALUE_FAILURES = ("forward", "grad_input", "grad_weight", "grad_bias")
 
 def not_run_alone(bug: Bug) -> str:
     """Why ``bug``'s script was not run alone in a fresh process."""
-    if bug.failure in NOT_VERIFIED:
-        return NOT_VERIFIED[bug.failure]
     if bug.case_file is None:
         return "no case file was saved (see the failure's report)"
     if not oracle.torch_available():

@@ -157,6 +157,13 @@ def covers(record: Bug, failure: CheckFailure, case: ConvCase, impl: Implementat
             and matches(record.conditions, p, layouts, same_axes=not specific))
 
 
+def covering(records: list[Bug], failure: CheckFailure, case: ConvCase,
+             impl: Implementation, timeout: Timeout) -> Bug | None:
+    """The first of ``records`` that `covers` ``failure`` on ``case``; None if none."""
+    return next((record for record in records
+                 if covers(record, failure, case, impl, timeout)), None)
+
+
 def _quietly(measure) -> Any:
     try:
         return measure()

@@ -146,13 +146,12 @@ def _same_case(a: ConvCase, b: ConvCase) -> bool:
 
 
 #: this process's record of calls (see `CallLog`)
-#: failures whose script is not run alone, and why: it has no verdict of its own to give.
-#: A time-out's script has one (it exits 1 once its recorded limit has passed, even
-#: inside a C call), and so has a crash's (it makes the call in a child process, whose
-#: death is its failure): both are run as any other
-NOT_VERIFIED = {
-    HISTORY: "results that depend on earlier calls: the case file holds the calls made "
-             "before it"}
+#: failures whose script `verify_alone` does not run: a history bug's scripts were run
+#: alone when it was made one (`rebuild` tries its sequences in fresh processes and
+#: sets ``alone``). A time-out's script exits 1 once its recorded limit has passed,
+#: even inside a C call, and a crash's makes the call in a child process whose death
+#: is its failure: both are run as any other
+_NOT_VERIFIED = frozenset({HISTORY})
 SCRIPT_SECONDS = 120.0
 
 
@@ -205,7 +204,7 @@ def verify_alone(target: Target, bugs: list[Bug], calls: CallLog, verified: set[
                            "failed alone in a fresh process (exit 1)")
             runs.append(None)
             continue
-        runs.append(None if bug.failure in NOT_VERIFIED or script is None
+        runs.append(None if bug.failure in _NOT_VERIFIED or script is None
                     or not script.is_file() else _start(script))
     for bug, proc in zip(bugs, runs):
         if proc is None:

@@ -248,8 +248,7 @@ def _explanation(found: Found, bug: Bug, known: list[Bug]) -> Explanation:
             else suite.check_capabilities(target, found.check))
 
     def covered(other: CheckFailure, case: ConvCase) -> bool:
-        return any(causes.covers(record, other, case, target.impl, target.timeout)
-                   for record in known)
+        return causes.covering(known, other, case, target.impl, target.timeout) is not None
     probe = failure_probe(target.impl, failure, target.timeout, covered if known else None)
     if bug.evidence.get("fails_in"):  # mapped where it can happen, each problem as often
         probe = evidence.Repeated(probe, found.tries)
@@ -542,14 +541,15 @@ def _history_bug(run: RunState, last: Found) -> Bug:
     failure = last.failure
     book = run.book
     case = last.case
-    for record in book.known(last.target.impl.spec, fresh=True):
-        # found and published by another search while this one replayed it: not history
-        if causes.covers(record, failure, case, last.target.impl, last.target.timeout):
-            bug = Bug(check=last.check, failure=failure.check, function=failure.function,
-                      op=case.problem.op, params=case.problem.params(),
-                      layouts=dict(case.layouts), trigger="", conditions=[], explanation=[],
-                      case_file=None, signature=signature(failure.check, failure.message))
-            return _as_sighting(book, last, bug, record)
+    # found and published by another search while this one replayed it: not history
+    record = causes.covering(book.known(last.target.impl.spec, fresh=True), failure, case,
+                             last.target.impl, last.target.timeout)
+    if record is not None:
+        bug = Bug(check=last.check, failure=failure.check, function=failure.function,
+                  op=case.problem.op, params=case.problem.params(),
+                  layouts=dict(case.layouts), trigger="", conditions=[], explanation=[],
+                  case_file=None, signature=signature(failure.check, failure.message))
+        return _as_sighting(book, last, bug, record)
     probe = Bug(check=last.check, failure=HISTORY, function=failure.function,
                 op=case.problem.op, params=case.problem.params(), layouts=dict(case.layouts),
                 trigger="", conditions=[], explanation=[], case_file=None, signature=HISTORY)
