@@ -149,6 +149,13 @@ class TestState:
     #: follow-up search then draws from a seed of its own derived from it, as each
     #: search of a default run draws from a random one; None: Hypothesis's settings decide
     seed: int | None = None
+    #: problems the current search drew in a known bug's trigger region and skipped
+    #: unrun (harness/suite.py)
+    excluded: int = 0
+    #: (examples run, problems skipped) of the last search that ended without a finding:
+    #: a follow-up whose draws lay almost all in the known bugs' regions runs fewer
+    #: examples than its setting before Hypothesis gives it up, and says so
+    searched: tuple[int, int] = (0, 0)
 
     def take_found(self) -> list[Found]:
         found, self.found = self.found, []

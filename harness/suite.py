@@ -384,11 +384,14 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
         with coverage.paused():
             data.draw(strategy, label="case")
         return
-    case = data.draw(strategy, label="case")
+    with coverage.held() as drawn:  # counted once run: an excluded case is not
+        case = data.draw(strategy, label="case")
+    if any(bug.conditions and bug.region_holds(case) for bug in known):
+        state.excluded += 1
+        reject()  # a follow-up search: that bug's trigger is excluded
+    coverage.add(drawn)
     drawn_from = case.problem.drawn_from
     _reach(case)
-    if any(bug.conditions and bug.region_holds(case) for bug in known):
-        reject()  # a follow-up search: that bug's trigger is excluded
     state.budget.examples += 1
     for _ in range(state.tries):  # a failure that comes and goes: any call failing counts
         failures = examine(check, target.impl, case, target.timeout)

@@ -112,6 +112,26 @@ def paused() -> Iterator[None]:
         tally.paused = before
 
 
+@contextlib.contextmanager
+def held() -> Iterator[Tally]:
+    """Count the block's draws apart, in the tally it gives, for `add` to count once the
+    case is run (a follow-up search draws cases it excludes and never runs)."""
+    apart = Tally(paused=_counting() is None)
+    token = _TALLY.set(apart)
+    try:
+        yield apart
+    finally:
+        _TALLY.reset(token)
+
+
+def add(apart: Tally) -> None:
+    """Count what `held` counted apart."""
+    tally = _counting()
+    if tally is not None:
+        tally.features.update(apart.features)
+        reach(**apart.largest)
+
+
 def reach(**sizes: int) -> None:
     """Note sizes a case reached (batch, channels, positions, kernel, K): the largest are kept."""
     tally = _TALLY.get()

@@ -111,6 +111,7 @@ def follow_up(state: TestState, target: Target, check: str, known: list[Bug],
     sweep, harness/triage/sweep.py). ``tries``: calls per example, any failing counts
     (a failure that comes and goes on the same inputs, `_bug_of`)."""
     excluded = tuple(known)
+    state.searched = (0, 0)
 
     # Most problems may lie in an excluded trigger (stride > 1 is most of them):
     # rejecting them is what excluding means, not a slow strategy.
@@ -134,6 +135,7 @@ def follow_up(state: TestState, target: Target, check: str, known: list[Bug],
         search = hypothesis.seed(follow_up_seed(key, state.seed))(search)
     state.found = []
     state.last_failing = None
+    state.excluded, ran_before = 0, state.budget.examples
     state.run.book.freeze()  # what other searches found by now is excluded from this one
     state.focus, state.tries = focus, tries
     try:
@@ -151,6 +153,7 @@ def follow_up(state: TestState, target: Target, check: str, known: list[Bug],
         return [], f"{type(error).__name__}: {first}".rstrip(": ")
     finally:
         state.focus, state.tries = None, 1
+    state.searched = (state.budget.examples - ran_before, state.excluded)
     if not state.budget.spent():  # every example was run
         stored.remember_searched(key, target.impl.target)
     return [], None
@@ -401,6 +404,7 @@ def triage(state: TestState, target: Target, check: str, first: list[Found],
         if not found:
             stop = ("a further search, with the bugs above not counted, found nothing else"
                     if all(_excludes(b) for b in bugs) else "no further distinct bug found")
+            stop += _cut_short(*state.searched)
             stop += stored.skipped_note(state.skipped[-1] if state.skipped else None)
             break
         bug = _bug_of(found[0], state, print_script, known)
@@ -428,6 +432,18 @@ def triage(state: TestState, target: Target, check: str, first: list[Found],
                     "calls again, which no search can exclude: other bugs may remain")
             break
     return bugs, stop
+
+
+def _cut_short(ran: int, excluded: int) -> str:
+    """What a further search that found nothing did not see: where nearly all its draws
+    lay in the known bugs' regions, Hypothesis gives it up (too few of its draws can
+    be run) with fewer examples run than its setting asks for."""
+    wanted = settings.default.max_examples
+    if not excluded or ran >= wanted:
+        return ""
+    return (f", but ran only {ran} of its {wanted} examples ({excluded} of its "
+            f"{ran + excluded} draws lay in the regions of the bugs above): other bugs may "
+            "remain")
 
 
 #: calls per example of a search for a failure that comes and goes on the same inputs

@@ -270,3 +270,33 @@ def test_a_module_container_is_found(tmp_path):
                                            "_calls = []\n")
     assert empty_containers(tmp_path, ("pkg",)) == {("pkg/m.py", "_seen"),
                                                     ("pkg/m.py", "_calls")}
+
+
+def test_a_follow_up_counts_what_it_excluded_and_only_what_it_ran_as_tried(tmp_path):
+    """A further search skips the problems in a known bug's region unrun: they are
+    counted apart (what the triage says of a search cut short), and the coverage
+    tally counts only the examples run, with their features."""
+    from harness.problem import ConvProblem
+    from harness.reporting import coverage
+    from harness.triage.catalog import Bug
+    from harness.triage.explain import Condition
+
+    p = ConvProblem(op="conv2d", batch=2, in_channels=1, out_channels=1, input_size=(3, 3),
+                    kernel_size=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+                    groups=1, bias=True, dtype="float64")
+    batches = Bug(check="forward", failure="forward", function="conv2d", op="conv2d",
+                  params=p.params(), layouts={}, trigger="batch >= 2",
+                  conditions=[Condition("batch", ">=", 2, None)], explanation=[],
+                  case_file=None)
+    target = _target("conv_impl.einsum", "conv2d", tmp_path)
+    state, tally = TestState(), coverage.Tally()
+    with _profile(max_examples=30, derandomize=True), coverage.tallying(tally):
+        assert search.follow_up(state, target, "forward", [batches]) == ([], None)
+        ran, excluded = state.searched
+        assert search._cut_short(ran, excluded) == ""  # it ran what its setting asks
+        assert search._cut_short(29, 3350) == (
+            ", but ran only 29 of its 30 examples (3350 of its 3379 draws lay in the "
+            "regions of the bugs above): other bugs may remain")
+    assert ran == state.budget.examples == tally.features["examples"] == 30
+    assert excluded > 0
+    assert tally.features["batch 1"] == ran  # every example run outside the region
