@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.conftest import PROJECT_ROOT  # noqa: F401
+from tests.harness.conftest import PROJECT_ROOT
 from tests.harness.test_database import redis_server  # noqa: F401  (a fixture)
 
 SELECT = ("--impl", "conv_impl.tutorial", "-k", "test_grad_input and conv2d]")
@@ -42,14 +42,28 @@ CAMPAIGN_LIMIT = 150  # seconds: the bug is found within seconds of the worker s
 
 
 def _fuzz_python() -> str:
+    """The interpreter with HypoFuzz: $CONV_FUZZ_PYTHON, else this one; skipped without
+    one. Probed from outside the checkout (the campaigns run in other folders), it
+    must import this checkout's harness: a venv installed from another clone, or from
+    one since removed, would fuzz other code or fail for a reason that is not the
+    test's."""
     given = os.environ.get("CONV_FUZZ_PYTHON", "").strip()
-    candidates = [given] if given else [sys.executable]
-    for python in candidates:
-        probe = subprocess.run([python, "-c", "import hypofuzz, harness"], capture_output=True)
-        if probe.returncode == 0:
-            return str(Path(python).absolute()) if os.sep in python else python
-    pytest.skip("needs HypoFuzz: a Python with conv-harness[fuzz] in $CONV_FUZZ_PYTHON "
-                "(see this module's docstring)")
+    python = given or sys.executable
+    python = str(Path(python).absolute()) if os.sep in python else python
+    probe = subprocess.run([python, "-c", "import hypofuzz, harness; print(harness.__file__)"],
+                           capture_output=True, text=True, cwd=Path(os.sep))
+    if probe.returncode != 0 and "hypofuzz" in probe.stderr:
+        pytest.skip("needs HypoFuzz: a Python with conv-harness[fuzz] in $CONV_FUZZ_PYTHON "
+                    "(see this module's docstring)")
+    found = Path(probe.stdout.strip() or os.devnull).resolve().parent.parent
+    if probe.returncode != 0 or found != PROJECT_ROOT.resolve():
+        why = (f"imports the harness from {found}, not from this checkout ({PROJECT_ROOT})"
+               if probe.returncode == 0 else
+               f"cannot import the harness outside this checkout ({PROJECT_ROOT}): "
+               + (probe.stderr.strip().splitlines() or ["?"])[-1])
+        pytest.fail(f"$CONV_FUZZ_PYTHON ({python}) {why}; install this checkout in it with "
+                    "pip install -e \".[fuzz,redis]\" (.ci/run does)", pytrace=False)
+    return python
 
 
 def _key_dir(python: str, cwd: Path) -> str:
