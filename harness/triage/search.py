@@ -43,7 +43,7 @@ import hypothesis
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from hypothesis.errors import FlakyFailure
+from hypothesis.errors import FlakyFailure, Unsatisfiable
 
 from harness import suite
 from harness.checks.diagnosis import diagnose
@@ -149,6 +149,10 @@ def follow_up(state: TestState, target: Target, check: str, known: list[Bug],
             # it failed, then passed when Hypothesis replayed it: a result that does not
             # repeat, a finding (triage's `_bug_of`), not the end of the search
             return [dataclasses.replace(last, repeats=False, tries=tries)], None
+        if isinstance(error, Unsatisfiable) and state.excluded:
+            # Hypothesis's advice on filters names nothing the user wrote
+            return [], (f"no draw could be run: {state.excluded} of them lay in the "
+                        "regions of the bugs above")
         first = (str(error).strip().splitlines() or [""])[0]
         return [], f"{type(error).__name__}: {first}".rstrip(": ")
     finally:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import time
 from pathlib import Path
 from typing import Iterator
@@ -300,3 +301,11 @@ def test_a_follow_up_counts_what_it_excluded_and_only_what_it_ran_as_tried(tmp_p
     assert ran == state.budget.examples == tally.features["examples"] == 30
     assert excluded > 0
     assert tally.features["batch 1"] == ran  # every example run outside the region
+    # a region that holds every problem: Hypothesis gives the search up, which says why
+    every = dataclasses.replace(batches, conditions=[Condition("batch", ">=", 1, None)])
+    state, tally = TestState(), coverage.Tally()
+    with _profile(max_examples=30, derandomize=True), coverage.tallying(tally):
+        found, ended = search.follow_up(state, target, "forward", [every])
+    assert found == [] and ended == (f"no draw could be run: {state.excluded} of them lay in "
+                                     "the regions of the bugs above")
+    assert state.excluded > 0 and tally.features["examples"] == 0
