@@ -85,6 +85,11 @@ NATIVE_KEYS: tuple[str, ...] = ("arrays", "device", "derived", "float32_precisio
                                  "bfloat16_accumulation")
 
 
+#: the user property of a crash report under pytest-xdist that names the case file its
+#: controller saved (harness/running/isolate.py), for the run summary's bug list
+CRASH_CASE = "conv_harness_crash_case"
+
+
 def case_record(impl_spec: str, case: ConvCase, check: str, message: str,
                 run_check: str | None = None, packed: bool = False,
                 before: list[tuple[str, ConvCase]] | None = None,

@@ -24,9 +24,11 @@ from harness.checks import oracle
 from harness.checks.registry import REGISTRY
 from harness.problem import OPS, ConvProblem
 from harness.reporting import coverage
-from harness.reporting.failures import atomic_write
+from harness.reporting.failures import CRASH_CASE, atomic_write
 from harness.running.loader import Implementation
+from harness.running.target import Target
 from harness.triage.catalog import Bug, merge
+from harness.triage.history import CallLog, verify_alone
 from harness.triage.search import BUGS
 from strategies.cases import noise_case
 from strategies.problems import never_drawn
@@ -127,16 +129,25 @@ class Summary:
 
     def _without_tally(self, report: pytest.TestReport) -> None:
         """A conformance test that failed without its worker's tally: the worker died
-        (a crash under xdist, reported by the controller). Its verdict still counts."""
+        (a crash under xdist, reported by the controller). Its verdict still counts, and
+        the case the controller saved is an entry of the bug list, its script run alone."""
         match = _TEST_ID.search(report.nodeid)
         if match is None or match.group(1) not in REGISTRY:
             return
         check, target = match.group(1), match.group(2)
+        saved = [Path(value) for key, value in report.user_properties if key == CRASH_CASE]
         for impl in self.implementations:
             for op in OPS:
                 if target == f"{impl.name}-{op}":
-                    self.records[impl.name].outcomes[(check, op)] = "failed"
-                    self.records[impl.name].crashed.append(f"{check} ({op})")
+                    record = self.records[impl.name]
+                    record.outcomes[(check, op)] = "failed"
+                    record.crashed.append(f"{check} ({op})")
+                    for path in saved:
+                        bug = crash_bug(path)
+                        if bug is not None:  # its script makes the call in a child
+                            verify_alone(Target(impl, op, None, path.parent), [bug],
+                                         CallLog(), set(), rebuild_history=False)
+                            record.bugs.append(bug)
 
     def distinct_bugs(self, impl: Implementation) -> list[Bug]:
         record = self.records.get(impl.name, ImplementationRecord())
@@ -297,6 +308,30 @@ def path_reach(record: ImplementationRecord, path: str,
     if unable:
         text += f"; {', '.join(unable)} cannot"
     return text
+
+
+#: why a crash under pytest-xdist without --isolate has a case that is not minimal
+CRASH_NOT_SHRUNK = ("the crash took its pytest-xdist worker down before the search could "
+                    "shrink it (--isolate contains crashes, shrinks and explains them)")
+
+
+def crash_bug(case_file: Path) -> Bug | None:
+    """The entry of a crash that took a pytest-xdist worker down: the case its controller
+    saved (harness/running/isolate.py), neither shrunk nor explained. None for a file
+    that is not such a case."""
+    try:
+        record = json.loads(case_file.read_text(encoding="utf-8"))
+        check, op = record.get("run_check") or record["check"], record["op"]
+        function = record.get("function") or op
+        ConvProblem.from_params(op, record["params"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return Bug(check=check, failure="crashed", function=function, op=op,
+               params=record["params"], layouts=record.get("layouts") or {},
+               trigger="not explained: " + CRASH_NOT_SHRUNK.split(" (")[0],
+               conditions=[], explanation=[], case_file=case_file.name,
+               report=record.get("message", ""), checks=[check], functions=[function],
+               not_minimal=CRASH_NOT_SHRUNK)
 
 
 def bug_entry(bug: Bug) -> dict[str, Any]:

@@ -718,6 +718,9 @@ def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: Any
         return
     for other, _ in others:  # superseded: the one reported is the call that died
         other.unlink(missing_ok=True)
+    from harness.reporting.failures import CRASH_CASE
+
+    report.user_properties.append((CRASH_CASE, str(saved)))  # the run summary's entry
     report.longrepr = (f"{message}\ncase saved to {saved}\n{_replay_hint(saved)}"
                        + (f"\n{fatal_text}" if fatal_text else ""))
 
@@ -730,7 +733,8 @@ def _save_crash(inflight: Path, record: dict, process: str, who: str,
     ValueError for a record this harness did not write.
     """
     from harness.problem import ConvProblem
-    from harness.reporting.failures import save_case
+    from harness.reporting.failures import case_path, save_case, script_path
+    from harness.reporting.script import render_script
 
     problem = ConvProblem.from_params(record["op"], record["params"]).describe()
     message = _crash_message(record.get("function", record["op"]), who, problem, fatal,
@@ -739,7 +743,10 @@ def _save_crash(inflight: Path, record: dict, process: str, who: str,
     impl_name = inflight.name[: -len(f"-{record['op']}{marker}{process}{RECORD}")]
     record["message"] = message
     record.pop("run", None)
-    saved = save_case(inflight.parent, record, impl_name)
+    # its script makes the recorded call in a child process, whose death is its failure
+    script = render_script(record, name=script_path(case_path(inflight.parent, record,
+                                                              impl_name)).name)
+    saved = save_case(inflight.parent, record, impl_name, script=script)
     inflight.unlink(missing_ok=True)
     return saved, message
 

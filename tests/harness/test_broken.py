@@ -210,10 +210,28 @@ def test_crash_kills_xdist_worker_and_is_reported(results):
     assert not list(failures.glob("*-crashed-in-*.record"))  # in-flight records consumed
     assert _outcome(out, "test_forward[conv_impl.einsum-conv2d]") == "PASSED"
     assert done.returncode == 1
-    # the run summary's verdict counts the dead workers' tests
+    # the run summary's verdict counts the dead workers' tests, and its bug list has each
+    # crash as an entry: the case the controller saved, not shrunk, its script (the call
+    # in a child process) verified alone
     for impl in ("segfault", "exits"):
         assert re.search(rf"^{impl} \[.*\]: FAILED: forward \(conv2d\)$", out, re.M), out[-3000:]
         assert re.search(r"crashed its process .*: forward \(conv2d\)", out), out[-3000:]
+    summary = json.loads((failures / "summary.json").read_text())
+    entries = {Path(entry["impl"]).stem: entry["bugs"] for entry in summary["implementations"]}
+    for impl in ("segfault", "exits"):
+        (bug,) = entries[impl]
+        (record,) = _case_files(failures, impl, "crashed")
+        assert (bug["failure"], bug["function"], bug["checks"]) == ("crashed", "conv2d",
+                                                                    ["forward"]), bug
+        assert bug["params"] == record["params"] and bug["minimal"] is False, bug
+        assert bug["not_minimal_because"].startswith("the crash took its pytest-xdist worker "
+                                                     "down before the search could shrink it")
+        assert bug["reproduces_alone"] is True, bug
+        assert (failures / bug["case_file"]).with_suffix(".py").is_file()
+    assert [e["bugs"] for e in summary["implementations"] if e["impl"] == "conv_impl.einsum"] \
+        == [[]]
+    assert re.search(r"^  1\. crashed in conv2d; seen by forward\n     minimal: .* NOT MINIMAL$",
+                     out, re.M), out[-3000:]
 
 
 ISOLATED = [
