@@ -310,9 +310,9 @@ def path_reach(record: ImplementationRecord, path: str,
     return text
 
 
-#: why a crash under pytest-xdist without --isolate has a case that is not minimal
+#: why a crash under pytest-xdist without --isolate has a case neither minimal nor explained
 CRASH_NOT_SHRUNK = ("the crash took its pytest-xdist worker down before the search could "
-                    "shrink it (--isolate contains crashes, shrinks and explains them)")
+                    "shrink it")
 
 
 def crash_bug(case_file: Path) -> Bug | None:
@@ -328,10 +328,11 @@ def crash_bug(case_file: Path) -> Bug | None:
         return None
     return Bug(check=check, failure="crashed", function=function, op=op,
                params=record["params"], layouts=record.get("layouts") or {},
-               trigger="not explained: " + CRASH_NOT_SHRUNK.split(" (")[0],
+               trigger="not explained: " + CRASH_NOT_SHRUNK,
                conditions=[], explanation=[], case_file=case_file.name,
                report=record.get("message", ""), checks=[check], functions=[function],
-               not_minimal=CRASH_NOT_SHRUNK)
+               not_minimal=CRASH_NOT_SHRUNK + " (--isolate contains crashes, shrinks and "
+                                              "explains them)")
 
 
 def bug_entry(bug: Bug) -> dict[str, Any]:

@@ -408,7 +408,8 @@ def triage(state: TestState, target: Target, check: str, first: list[Found],
         if not found:
             stop = ("a further search, with the bugs above not counted, found nothing else"
                     if all(_excludes(b) for b in bugs) else "no further distinct bug found")
-            stop += _cut_short(*state.searched)
+            stop += (" before --conv-budget ran out: other bugs may remain"
+                     if state.budget.spent() else _cut_short(*state.searched))
             stop += stored.skipped_note(state.skipped[-1] if state.skipped else None)
             break
         bug = _bug_of(found[0], state, print_script, known)

@@ -309,3 +309,29 @@ def test_a_follow_up_counts_what_it_excluded_and_only_what_it_ran_as_tried(tmp_p
     assert found == [] and ended == (f"no draw could be run: {state.excluded} of them lay in "
                                      "the regions of the bugs above")
     assert state.excluded > 0 and tally.features["examples"] == 0
+
+
+def test_a_further_search_that_found_nothing_says_what_it_did_not_run(monkeypatch, tmp_path):
+    """The triage's stop line: a further search cut short by its exclusions, or by
+    --conv-budget running out during it, says that other bugs may remain."""
+    target = _target("conv_impl.einsum", "conv2d", tmp_path)
+
+    def cut_short(state, *args, **kwargs):
+        state.budget.examples += 29
+        state.searched = (29, 3350)
+        return [], None
+
+    def out_of_time(state, *args, **kwargs):
+        state.budget.examples += 1
+        return [], None
+
+    for follow_up, budget, tail in (
+            (cut_short, None, ", but ran only 29 of its 100 examples (3350 of its 3379 draws "
+                              "lay in the regions of the bugs above): other bugs may remain"),
+            (out_of_time, 1e-9, " before --conv-budget ran out: other bugs may remain")):
+        monkeypatch.setattr(search, "follow_up", follow_up)
+        state = TestState(budget=Budget.starting_now(budget))
+        with _profile(max_examples=100):
+            assert search.triage(state, target, "forward", [], max_bugs=3) == (
+                [], "a further search, with the bugs above not counted, found nothing else"
+                + tail)
