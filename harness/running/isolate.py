@@ -744,15 +744,23 @@ def _save_crash(inflight: Path, record: dict, process: str, who: str,
     record["message"] = message
     record.pop("run", None)
     # its script makes the recorded call in a child process, whose death is its failure
-    script = render_script(record, name=script_path(case_path(inflight.parent, record,
-                                                              impl_name)).name)
+    try:
+        script = render_script(record, name=script_path(case_path(inflight.parent, record,
+                                                                  impl_name)).name)
+    except (KeyError, ValueError, TypeError):  # the case file still matters
+        script = None
     saved = save_case(inflight.parent, record, impl_name, script=script)
     inflight.unlink(missing_ok=True)
     return saved, message
 
 
-def _replay_hint(saved: Path) -> str:
-    return f"replay:    pytest --replay {saved} --isolate"
+def _replay_hint(saved: Path, indent: str = "") -> str:
+    """How to run a saved crash again: its replay, contained, and its script, whose call
+    runs in a child process."""
+    script = saved.with_suffix(".py")
+    return f"replay:    pytest --replay {saved} --isolate" + (
+        f"\n{indent}script:    python {script}   (standalone: NumPy and torch only; the call "
+        "runs in a child process)" if script.is_file() else "")
 
 
 def _process_alive(pid: int) -> bool:
@@ -796,7 +804,7 @@ def recover_crashes(failures: Path) -> list[str]:
             other.unlink(missing_ok=True)
         lines.append(f"{record.get('function', record['op'])} of {record.get('impl')} crashed "
                      f"an earlier run (process {pid}); its case is saved to {saved}\n"
-                     f"  {_replay_hint(saved)}")
+                     f"  {_replay_hint(saved, '  ')}")
     return lines
 
 

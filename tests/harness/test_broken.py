@@ -228,6 +228,8 @@ def test_crash_kills_xdist_worker_and_is_reported(results):
                                                      "down before the search could shrink it")
         assert bug["reproduces_alone"] is True, bug
         assert (failures / bug["case_file"]).with_suffix(".py").is_file()
+        assert re.search(rf"^script: +python .*{impl}-conv2d-crashed-\w+\.py +\(standalone",
+                         out, re.M), out[-3000:]
     assert [e["bugs"] for e in summary["implementations"] if e["impl"] == "conv_impl.einsum"] \
         == [[]]
     assert re.search(r"^  1\. crashed in conv2d; seen by forward\n     minimal: .* NOT MINIMAL$",
@@ -303,7 +305,9 @@ def test_crash_without_xdist_ends_the_run_and_the_next_run_saves_its_case(result
     assert re.search(r"^=+ conv-harness: crashes of earlier runs =+\n"
                      r"conv2d of .*broken/segfault\.py crashed an earlier run \(process \d+\); "
                      rf"its case is saved to {re.escape(str(saved))}\n"
-                     rf"  replay: +pytest --replay {re.escape(str(saved))} --isolate$",
+                     rf"  replay: +pytest --replay {re.escape(str(saved))} --isolate\n"
+                     rf"  script: +python {re.escape(str(saved.with_suffix('.py')))} +\("
+                     r"standalone: NumPy and torch only; the call runs in a child process\)$",
                      later.stdout, re.M), later.stdout[-3000:]
     assert "without pytest-xdist or --isolate" in json.loads(saved.read_text())["message"]
     _replays_as_an_isolated_crash(saved)
