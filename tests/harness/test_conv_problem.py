@@ -74,7 +74,7 @@ def test_conv_problem_at_file_runs_every_check_on_those_problems(run_pytest, tmp
 def test_a_given_stem_is_counted_as_its_archetype(run_pytest, tmp_path):
     """The batch's regression_oc-channel line, a ResNet stem with 51 output channels."""
     result = run_pytest("--conv-problem", "mb1ic3ih320oc51oh160kh7sh2ph3", "-k",
-                        "test_forward", "--conv-budget", "4")
+                        "test_forward", "--conv-budget", "0.01")
     entry = _passing_entry(result, tmp_path)
     assert entry["archetypes"]["resnet 7x7 s2 p3 stem"]["exact"] >= 1
 
