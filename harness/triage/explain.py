@@ -428,7 +428,7 @@ def explain(case: ConvCase, probe: Probe, caps: Capabilities) -> Explanation:
             tried(value)
         if feature in ft.BISECTED:
             _down_to_boundary(outcome, minimal, tried)
-            _every_other(outcome, minimal, tried)
+            _every_other(outcome, minimal, tried, feature in WHOLE_ITEMS)
         if len(outcome) > 1 or (outcome and minimal not in outcome):
             rows.append(_row(feature, axis if on_axis and not caps.square else None, minimal,
                              outcome, trials.counts_of(feature, outcome)))
@@ -561,9 +561,14 @@ def _row(feature: str, axis: int | None, minimal: Any, outcome: dict[Any, bool |
 def _trigger_condition(row: Row, outcome: dict[Any, bool | str],
                        caps: Capabilities) -> Condition | None:
     """The condition of a non-trivial minimal value whose trivial value passes (not
-    masked: a change that raises says nothing of what the bug needs)."""
+    masked: a change that raises says nothing of what the bug needs); or, for a count
+    of whole items (`WHOLE_ITEMS`), every other value from the trivial one (odd
+    batches: 1 fails, 2 passes)."""
     trivial = ft.trivial(row.feature, caps)
-    if row.minimal == trivial or outcome.get(trivial) is not False:
+    if row.minimal == trivial:
+        condition = _condition(row, caps) if row.feature in WHOLE_ITEMS else None
+        return condition if condition is not None and condition.op == EVERY_OTHER else None
+    if outcome.get(trivial) is not False:
         return None
     return _condition(row, caps)
 
@@ -792,15 +797,27 @@ MAX_TIE_STEPS = 12
 SMALLER_TRIED = 8
 
 
+#: the features whose parity from their trivial value is what a bug needs: counts of
+#: whole items a loop takes in blocks, whose odd tail it gets wrong (odd batches, odd
+#: channel counts). An axis's parity from its trivial value follows where the stride's
+#: windows land (padding even, on one input position under stride 2) and names nothing
+#: the code branches on.
+WHOLE_ITEMS = frozenset({"batch", "in_channels", "out_channels", "groups"})
+
+
 def _every_other(outcome: dict[Any, bool | str], minimal: int,
-                 tried: Callable[[int], bool | str | None]) -> None:
+                 tried: Callable[[int], bool | str | None], from_least: bool) -> None:
     """Where the minimal value fails and both its neighbours pass (batch 3 fails, 2 and
     4 pass), the next three values up too: a bug of every other value (odd batches
     of 3 or more, an odd-length tail of a vectorised loop) is one region, which
     `_condition` names (``batch odd >= 3``), not one region per value, each a further
-    search's finding."""
-    if outcome.get(minimal) is True and outcome.get(minimal - 1) is False \
-            and outcome.get(minimal + 1) is False:
+    search's finding. ``from_least`` (`WHOLE_ITEMS`): also where no value below the
+    minimal one was tried, the next passes and the one after fails (batch 1 and 3
+    fail, 2 passes: ``batch odd``)."""
+    below = outcome.get(minimal - 1)
+    if outcome.get(minimal) is True and outcome.get(minimal + 1) is False and (
+            below is False
+            or (from_least and below is None and outcome.get(minimal + 2) is True)):
         for value in (minimal + 2, minimal + 3, minimal + 4):
             tried(value)
 

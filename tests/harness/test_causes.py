@@ -935,6 +935,13 @@ def test_a_bug_of_every_other_value_is_one_region():
     assert [odd.holds(b) for b in range(1, 10)] == [False, False, True, False, True,
                                                     False, True, False, True]
     assert type(odd).from_json(odd.to_json()) == odd
+    # every odd batch, 1 the least: 1 and 3 fail, 2 passes, and nothing lies below 1
+    def odd_batches(case: ConvCase) -> bool:
+        return case.problem.batch % 2 == 1 and case.problem.kernel_size[1] >= 2
+
+    every = explain(constant_case(problem(batch=1, input_size=(1, 2), kernel_size=(1, 2))),
+                    odd_batches, Capabilities())
+    assert sorted(c.text() for c in every.trigger) == ["batch odd", "kernel >= 2"]
     # two failing values are a pair, not a parity
     def kernels_2_and_4(case: ConvCase) -> bool:
         return case.problem.kernel_size[1] in (2, 4)
