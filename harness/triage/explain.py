@@ -801,8 +801,9 @@ SMALLER_TRIED = 8
 #: whole items a loop takes in blocks, whose odd tail it gets wrong (odd batches, odd
 #: channel counts). An axis's parity from its trivial value follows where the stride's
 #: windows land (padding even, on one input position under stride 2) and names nothing
-#: the code branches on.
-WHOLE_ITEMS = frozenset({"batch", "in_channels", "out_channels", "groups"})
+#: the code branches on. The numeric features of the whole problem: batch, channels
+#: per group, groups.
+WHOLE_ITEMS = ft.NUMERIC - frozenset(ft.AXIS_FEATURES)
 
 
 def _every_other(outcome: dict[Any, bool | str], minimal: int,
