@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from hypothesis import event, reject
+from hypothesis import event, reject, settings
 from hypothesis import strategies as st
 from hypothesis.control import current_build_context
 
@@ -376,16 +376,36 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
     strategy = case_strategy(check, target.op, caps,
                              budget_bounds(state.budget, target, check, caps), state.focus,
                              state.run.given)
-    if state.budget.spent() and not current_build_context().is_final:
-        # Out of time: the case is still drawn (Hypothesis requires the same
-        # choices to draw the same way) but not run nor counted, so the rest of
-        # the search costs only drawing; a shrink in progress keeps the
-        # smallest failure so far, which the final replay, never skipped, reports.
-        with coverage.paused():
-            data.draw(strategy, label="case")
-        return
-    with coverage.held() as drawn:  # counted once run: an excluded case is not
-        case = data.draw(strategy, label="case")
+    budget = state.budget
+    # Until its first failure a search keeps, under --conv-budget, the time its
+    # remaining draws take and that of the catalogue sweep after it (test's first
+    # search only); then its shrinking may use all that is left.
+    out = budget.spent() if state.last_failing is not None else budget.stops_running(
+        state.sweep_visits, max(settings.default.max_examples - budget.drawn, 0))
+    budget.drawing()
+    try:
+        if out and not current_build_context().is_final:
+            # Out of time: the case is still drawn (Hypothesis requires the same
+            # choices to draw the same way) but not run nor counted, so the rest of
+            # the search costs only drawing; a shrink in progress keeps the
+            # smallest failure so far, which the final replay, never skipped, reports.
+            with coverage.paused():
+                data.draw(strategy, label="case")
+            budget.drew()
+            return
+        with coverage.held() as drawn:  # counted once run: an excluded case is not
+            case = data.draw(strategy, label="case")
+        budget.drew()
+        _run_drawn(target, check, case, drawn, known, state)
+    finally:
+        budget.example_ended()
+
+
+def _run_drawn(target: Target, check: str, case: ConvCase, drawn: coverage.Tally,
+               known: Sequence[Bug], state: TestState) -> None:
+    """`run`'s example, drawn: excluded where a ``known`` bug's region holds it, else
+    counted and checked, and its failure, if any, recorded."""
+    __tracebackhide__ = True
     if any(bug.conditions and bug.region_holds(case) for bug in known):
         state.excluded += 1
         reject()  # a follow-up search: that bug's trigger is excluded

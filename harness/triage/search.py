@@ -136,6 +136,7 @@ def follow_up(state: TestState, target: Target, check: str, known: list[Bug],
     state.found = []
     state.last_failing = None
     state.excluded, ran_before = 0, state.budget.examples
+    state.budget.new_search()
     state.run.book.freeze()  # what other searches found by now is excluded from this one
     state.focus, state.tries = focus, tries
     try:
@@ -608,6 +609,7 @@ def conclude(state: TestState, target: Target, check: str, error: BaseException 
     how it ended (``error``, None: it passed): None when it passed and met no known
     cause; the triaged bugs otherwise. An error that left no finding is no verdict of
     ours: it is raised again."""
+    state.sweep_visits = 0  # the first search has ended: the sweep runs now or not at all
     if error is None:
         first = swept(state, target, check)
         if not first:
@@ -649,12 +651,16 @@ def swept(state: TestState, target: Target, check: str) -> list[Found]:
 
 
 @contextlib.contextmanager
-def under_way(run: RunState, target: Target, budget: float | None) -> Iterator[TestState]:
-    """A conformance test of ``target`` under way, in the plugin's hook and in
-    `search_in_process` alike: the causes known so far frozen for its searches, its own
-    state current, and its calls recorded (its triage's too) in the run's record."""
+def under_way(run: RunState, target: Target, check: str,
+              budget: float | None) -> Iterator[TestState]:
+    """A conformance test of ``target`` x ``check`` under way, in the plugin's hook and
+    in `search_in_process` alike: the causes known so far frozen for its searches, its
+    own state current (with the catalogue sweep's visits to come, for which a budget
+    keeps time), and its calls recorded (its triage's too) in the run's record."""
     run.book.freeze()
     state = TestState(run=run, budget=Budget.starting_now(budget))
+    if state.budget.deadline is not None:
+        state.sweep_visits = len(sweep.planned(state, target, check))
     with running(state):
         run.calls.spec = target.impl.spec
         try:
@@ -689,7 +695,7 @@ def search_in_process(run: RunState, target: Target, check: str,
     if seed is not None:
         first_search = hypothesis.seed(seed)(first_search)
     error: BaseException | None = None
-    with under_way(run, target, budget) as state:
+    with under_way(run, target, check, budget) as state:
         state.seed = seed
         try:
             first_search()
@@ -717,7 +723,7 @@ class BugSearch:
             return (yield)
         _set_key(item.obj, database_key(target, check))
         result = None
-        with under_way(self.run, target, self.budget) as state:
+        with under_way(self.run, target, check, self.budget) as state:
             item.stash[STATE] = state
             try:
                 result = yield

@@ -41,20 +41,28 @@ def applies(check: str, state: TestState) -> bool:
     return (own.cases is None or own.visit is not None) and state.run.given is None
 
 
-def sweep(state: TestState, target: Target, check: str) -> list[Missed]:
-    """Call ``check`` once on each visit of ``target``'s operation; the visits whose
-    failure no cause known run-wide covers."""
+def planned(state: TestState, target: Target, check: str) -> tuple[catalogue.Visit, ...]:
+    """The visits the sweep of ``check`` makes for ``target`` (none where it does not
+    apply), before ``--conv-budget``'s choice of sizes leaves some out."""
     if not applies(check, state):
-        return []
-    missed = []
+        return ()
     caps = suite.check_capabilities(target, check)
     paths = catalogue.path_visits(target.op, caps, target.impl.paths)
     if REGISTRY[check].cases is None:
-        visits = (catalogue.visits(target.op, caps) + catalogue.tie_visits(target.op, caps)
-                  + catalogue.crossing_visits(target.op, caps) + paths)
-    else:  # a check of its own cases: each archetype itself, and the declared paths
-        visits = tuple(v for v in catalogue.visits(target.op, caps)
-                       if v.feature is None) + paths
+        return (catalogue.visits(target.op, caps) + catalogue.tie_visits(target.op, caps)
+                + catalogue.crossing_visits(target.op, caps) + paths)
+    # a check of its own cases: each archetype itself, and the declared paths
+    return tuple(v for v in catalogue.visits(target.op, caps) if v.feature is None) + paths
+
+
+def sweep(state: TestState, target: Target, check: str) -> list[Missed]:
+    """Call ``check`` once on each visit of ``target``'s operation; the visits whose
+    failure no cause known run-wide covers."""
+    visits = planned(state, target, check)
+    if not visits:
+        return []
+    missed = []
+    caps = suite.check_capabilities(target, check)
     chosen = state.budget.chosen.bounds if state.budget.chosen is not None else None
     if chosen is not None:
         kept = tuple(v for v in visits if catalogue.within(v.problem, chosen))
