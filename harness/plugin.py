@@ -58,8 +58,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="time budget of each test (implementation x operation x check): once it is "
              "spent the search stops where it is, after one example at least (a failure "
              "found is still shrunk as far as the budget allows, saved and explained); "
-             "a search that has not failed keeps the time of its remaining draws and of "
-             "the catalogue sweep after it; the summary says how many examples "
+             "a first search that has not failed keeps time for the catalogue sweep "
+             "after it; the summary says how many examples "
              "each test got (default 0: none, the profile's example count)")
     group.addoption(
         "--conv-max-bugs", type=int, default=3, metavar="N",

@@ -70,11 +70,12 @@ class SizeChoice:
     note: str = ""
 
 
-#: What `Budget.stops_running` keeps per example to come after a search, in examples
-#: run so far: a visit of the catalogue sweep is an archetype's problem, larger than
-#: most random draws, and the machine's load may change meanwhile.
+#: What `Budget.kept_for` keeps per example to come, in examples run so far: a visit of
+#: the catalogue sweep is an archetype's problem, larger than most random draws, the
+#: search's draws after it stopped running examples take their time first (Hypothesis
+#: makes every draw of its ``max_examples``, run or not), and the load may change.
 KEEP_MARGIN = 2.0
-#: The most of a budget kept for examples after a search: the search keeps the rest.
+#: The most of a budget kept for later: the search before it keeps the rest.
 KEEP_SHARE = 0.5
 
 
@@ -95,14 +96,6 @@ class Budget:
     #: examples run so far (drawn and checked, not only drawn)
     examples: int = 0
 
-    #: cases the current search has drawn, and the seconds each took on average,
-    #: Hypothesis's own work between two examples included (`drawing`, `drew`)
-    drawn: int = 0
-    per_draw: float = 0.0
-    #: the current search has stopped running examples (`stops_running`); it only draws
-    stopped: bool = False
-    _since: float | None = None
-
     @classmethod
     def starting_now(cls, seconds: float | None) -> "Budget":
         return cls(seconds, None if not seconds else time.monotonic() + seconds)
@@ -113,38 +106,15 @@ class Budget:
         return (self.deadline is not None and self.examples > 0
                 and time.monotonic() > self.deadline - keep)
 
-    def new_search(self) -> None:
-        """A search begins: its draws are counted afresh, and it runs examples again."""
-        self.drawn, self.per_draw, self.stopped, self._since = 0, 0.0, False, None
-
-    def drawing(self) -> None:
-        """A draw begins: the first of its search is timed from here; any other from the
-        end of the example before it, so that Hypothesis's own work counts too."""
-        if self._since is None:
-            self._since = time.monotonic()
-
-    def drew(self) -> None:
-        """The draw begun is done: counted, with its cost."""
-        self.drawn += 1
-        self.per_draw += (time.monotonic() - self._since - self.per_draw) / self.drawn
-
-    def example_ended(self) -> None:
-        self._since = time.monotonic()
-
-    def stops_running(self, examples_to_come: int, draws_to_come: int) -> bool:
-        """Whether the current search stops running examples (for good: it only draws
-        from then on). It keeps before the deadline the time that ``draws_to_come``
-        more draws take (Hypothesis makes them all, run or not), and for
-        ``examples_to_come`` examples after the search `KEEP_MARGIN` times what an
-        example has cost this test so far, at most `KEEP_SHARE` of the budget."""
-        if not self.stopped and self.deadline is not None and self.seconds:
-            after = 0.0
-            if examples_to_come and self.examples:
-                elapsed = time.monotonic() - (self.deadline - self.seconds)
-                after = KEEP_MARGIN * examples_to_come * elapsed / self.examples
-            self.stopped = self.spent(draws_to_come * self.per_draw
-                                      + min(after, KEEP_SHARE * self.seconds))
-        return self.stopped
+    def kept_for(self, examples: int) -> float:
+        """Seconds to keep for ``examples`` more: `KEEP_MARGIN` times what an example has
+        cost this test so far (its drawing and the budget's own timings included), at
+        most `KEEP_SHARE` of the budget; 0 without a budget or an example yet. While
+        no example runs it only grows, so a search it stopped stays stopped."""
+        if self.deadline is None or not self.seconds or not examples or not self.examples:
+            return 0.0
+        elapsed = time.monotonic() - (self.deadline - self.seconds)
+        return min(KEEP_MARGIN * examples * elapsed / self.examples, KEEP_SHARE * self.seconds)
 
     def left(self) -> float:
         return 0.0 if self.deadline is None else self.deadline - time.monotonic()
@@ -207,7 +177,7 @@ class TestState:
     searched: tuple[int, int] = (0, 0)
     #: the visits of the catalogue sweep (harness/triage/sweep.py) still to come after
     #: the test's first search, should it pass: under ``--conv-budget`` that search
-    #: leaves them their time (`Budget.stops_running`) until it fails; 0 once it has ended
+    #: leaves them their time (`Budget.kept_for`) until it fails; 0 once it has ended
     sweep_visits: int = 0
 
     def take_found(self) -> list[Found]:

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from hypothesis import event, reject, settings
+from hypothesis import event, reject
 from hypothesis import strategies as st
 from hypothesis.control import current_build_context
 
@@ -376,29 +376,19 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
     strategy = case_strategy(check, target.op, caps,
                              budget_bounds(state.budget, target, check, caps), state.focus,
                              state.run.given)
-    budget = state.budget
-    # Until its first failure a search keeps, under --conv-budget, the time its
-    # remaining draws take and that of the catalogue sweep after it (test's first
-    # search only); then its shrinking may use all that is left.
-    out = budget.spent() if state.last_failing is not None else budget.stops_running(
-        state.sweep_visits, max(settings.default.max_examples - budget.drawn, 0))
-    budget.drawing()
-    try:
-        if out and not current_build_context().is_final:
-            # Out of time: the case is still drawn (Hypothesis requires the same
-            # choices to draw the same way) but not run nor counted, so the rest of
-            # the search costs only drawing; a shrink in progress keeps the
-            # smallest failure so far, which the final replay, never skipped, reports.
-            with coverage.paused():
-                data.draw(strategy, label="case")
-            budget.drew()
-            return
-        with coverage.held() as drawn:  # counted once run: an excluded case is not
-            case = data.draw(strategy, label="case")
-        budget.drew()
-        _run_drawn(target, check, case, drawn, known, state)
-    finally:
-        budget.example_ended()
+    # Until it fails, a test's first search keeps the catalogue sweep's time.
+    keep = state.budget.kept_for(state.sweep_visits) if state.last_failing is None else 0.0
+    if state.budget.spent(keep) and not current_build_context().is_final:
+        # Out of time: the case is still drawn (Hypothesis requires the same
+        # choices to draw the same way) but not run nor counted, so the rest of
+        # the search costs only drawing; a shrink in progress keeps the
+        # smallest failure so far, which the final replay, never skipped, reports.
+        with coverage.paused():
+            data.draw(strategy, label="case")
+        return
+    with coverage.held() as drawn:  # counted once run: an excluded case is not
+        case = data.draw(strategy, label="case")
+    _run_drawn(target, check, case, drawn, known, state)
 
 
 def _run_drawn(target: Target, check: str, case: ConvCase, drawn: coverage.Tally,

@@ -136,7 +136,6 @@ def follow_up(state: TestState, target: Target, check: str, known: list[Bug],
     state.found = []
     state.last_failing = None
     state.excluded, ran_before = 0, state.budget.examples
-    state.budget.new_search()
     state.run.book.freeze()  # what other searches found by now is excluded from this one
     state.focus, state.tries = focus, tries
     try:

@@ -43,16 +43,19 @@ def applies(check: str, state: TestState) -> bool:
 
 def planned(state: TestState, target: Target, check: str) -> tuple[catalogue.Visit, ...]:
     """The visits the sweep of ``check`` makes for ``target`` (none where it does not
-    apply), before ``--conv-budget``'s choice of sizes leaves some out."""
+    apply), before ``--conv-budget``'s choice of sizes leaves some out. The paths the
+    implementation declares come first: a sweep that a budget cuts short has made
+    those, which nothing else reaches."""
     if not applies(check, state):
         return ()
     caps = suite.check_capabilities(target, check)
     paths = catalogue.path_visits(target.op, caps, target.impl.paths)
     if REGISTRY[check].cases is None:
-        return (catalogue.visits(target.op, caps) + catalogue.tie_visits(target.op, caps)
-                + catalogue.crossing_visits(target.op, caps) + paths)
-    # a check of its own cases: each archetype itself, and the declared paths
-    return tuple(v for v in catalogue.visits(target.op, caps) if v.feature is None) + paths
+        return (paths + catalogue.visits(target.op, caps)
+                + catalogue.tie_visits(target.op, caps)
+                + catalogue.crossing_visits(target.op, caps))
+    # a check of its own cases: the declared paths, and each archetype itself
+    return paths + tuple(v for v in catalogue.visits(target.op, caps) if v.feature is None)
 
 
 def sweep(state: TestState, target: Target, check: str) -> list[Missed]:

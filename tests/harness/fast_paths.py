@@ -193,12 +193,12 @@ wide_blocked.HARNESS_PATHS = {"wide blocked": ["conv2d float32 mb1ic160ih2iw2oc8
 
 
 def _wide_blocked_slow(conv, x, weight, bias, kw):
-    time.sleep(0.01)
+    time.sleep(0.03)
     return _wide_blocked(conv, x, weight, bias, kw)
 
 
-#: the same, 10 ms a call: a search of 100 examples takes longer than a budget of one
-#: second, which its draws and its sweep's visits fit in
+#: the same, 30 ms a call: a search of 100 examples takes longer than a budget of
+#: three seconds, in which its sweep's visits fit
 wide_blocked_slow = _module(conv2d=_wrapped("conv2d", _wide_blocked_slow))
 wide_blocked_slow.HARNESS_PATHS = wide_blocked.HARNESS_PATHS
 
