@@ -71,9 +71,9 @@ class SizeChoice:
 
 
 #: What `Budget.kept_for` keeps per example to come, in examples run so far: a visit of
-#: the catalogue sweep is an archetype's problem, larger than most random draws, the
-#: search's draws after it stopped running examples take their time first (Hypothesis
-#: makes every draw of its ``max_examples``, run or not), and the load may change.
+#: the catalogue sweep is an archetype's problem, larger than most random draws, each
+#: visit made while the search only draws shares its call with a draw
+#: (harness/suite.py), and the machine's load may change meanwhile.
 KEEP_MARGIN = 2.0
 #: The most of a budget kept for later: the search before it keeps the rest.
 KEEP_SHARE = 0.5
@@ -179,6 +179,9 @@ class TestState:
     #: the test's first search, should it pass: under ``--conv-budget`` that search
     #: leaves them their time (`Budget.kept_for`) until it fails; 0 once it has ended
     sweep_visits: int = 0
+    #: that sweep (harness/triage/sweep.py's `Sweep`) where a budget may begin it while
+    #: the first search only draws; None otherwise
+    sweep: Any = None
 
     def take_found(self) -> list[Found]:
         found, self.found = self.found, []

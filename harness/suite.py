@@ -385,6 +385,8 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
         # smallest failure so far, which the final replay, never skipped, reports.
         with coverage.paused():
             data.draw(strategy, label="case")
+        if state.sweep is not None and state.last_failing is None:
+            state.sweep.step()  # the draws outlast the deadline: the sweep's visits go first
         return
     with coverage.held() as drawn:  # counted once run: an excluded case is not
         case = data.draw(strategy, label="case")

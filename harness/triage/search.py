@@ -608,9 +608,10 @@ def conclude(state: TestState, target: Target, check: str, error: BaseException 
     how it ended (``error``, None: it passed): None when it passed and met no known
     cause; the triaged bugs otherwise. An error that left no finding is no verdict of
     ours: it is raised again."""
-    state.sweep_visits = 0  # the first search has ended: the sweep runs now or not at all
+    # the first search has ended: the sweep, begun or not, ends now or not at all
+    state.sweep_visits, begun, state.sweep = 0, state.sweep, None
     if error is None:
-        first = swept(state, target, check)
+        first = swept(state, target, check, begun)
         if not first:
             met = state.take_sightings()
             if not met:
@@ -636,11 +637,13 @@ def conclude(state: TestState, target: Target, check: str, error: BaseException 
                                       _hypothesis_notes(error) if error else [], met))
 
 
-def swept(state: TestState, target: Target, check: str) -> list[Found]:
-    """After a search that passed: the catalogue sweep (harness/triage/sweep.py), and
-    for its first failure a search focused on that archetype; what that found, else
-    the visit's own case, not shrunk. Empty where the sweep passed."""
-    missed = sweep.sweep(state, target, check)
+def swept(state: TestState, target: Target, check: str,
+          begun: sweep.Sweep | None = None) -> list[Found]:
+    """After a search that passed: the catalogue sweep (harness/triage/sweep.py), or
+    the rest of the one ``begun`` while it only drew, and for its first failure a
+    search focused on that archetype; what that found, else the visit's own case, not
+    shrunk. Empty where the sweep passed."""
+    missed = (begun or sweep.Sweep(state, target, check)).finish()
     if not missed:
         return []
     visit, failure = missed[0]
@@ -660,6 +663,7 @@ def under_way(run: RunState, target: Target, check: str,
     state = TestState(run=run, budget=Budget.starting_now(budget))
     if state.budget.deadline is not None:
         state.sweep_visits = len(sweep.planned(state, target, check))
+        state.sweep = sweep.Sweep(state, target, check)
     with running(state):
         run.calls.spec = target.impl.spec
         try:

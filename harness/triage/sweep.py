@@ -17,6 +17,8 @@ the finding, not shrunk, and its report says so.
 
 from __future__ import annotations
 
+from typing import Iterator
+
 from harness import suite
 from harness.checks.registry import REGISTRY, examine
 from harness.running.calling import CheckFailure
@@ -58,13 +60,34 @@ def planned(state: TestState, target: Target, check: str) -> tuple[catalogue.Vis
     return paths + tuple(v for v in catalogue.visits(target.op, caps) if v.feature is None)
 
 
-def sweep(state: TestState, target: Target, check: str) -> list[Missed]:
-    """Call ``check`` once on each visit of ``target``'s operation; the visits whose
-    failure no cause known run-wide covers."""
+class Sweep:
+    """The sweep of one test, made one visit at a time (`step`) or to its end
+    (`finish`), which may begin while its first search still runs: under
+    ``--conv-budget`` that search, once it stops running examples, still makes every
+    draw Hypothesis asks for, and each of those calls makes a visit too
+    (harness/suite.py), before the deadline those draws would outlast."""
+
+    def __init__(self, state: TestState, target: Target, check: str) -> None:
+        #: the visits whose failure no cause known run-wide covers, so far
+        self.missed: list[Missed] = []
+        self._steps = _visiting(state, target, check, self.missed)
+
+    def step(self) -> None:
+        next(self._steps, None)
+
+    def finish(self) -> list[Missed]:
+        for _ in self._steps:
+            pass
+        return self.missed
+
+
+def _visiting(state: TestState, target: Target, check: str,
+              missed: list[Missed]) -> Iterator[None]:
+    """Call ``check`` once on each visit of ``target``'s operation, one a step; the
+    visits whose failure no cause known run-wide covers go to ``missed``."""
     visits = planned(state, target, check)
     if not visits:
-        return []
-    missed = []
+        return
     caps = suite.check_capabilities(target, check)
     chosen = state.budget.chosen.bounds if state.budget.chosen is not None else None
     if chosen is not None:
@@ -77,7 +100,7 @@ def sweep(state: TestState, target: Target, check: str) -> list[Missed]:
         if state.budget.spent():
             coverage.note(f"catalogue sweep of {target.op} {check} cut short by "
                           f"--conv-budget: {done} of {len(visits)} visits made")
-            break
+            return
         case = REGISTRY[check].visit_case(visit.case())
         if case is None or caps.excludes(case):
             continue  # the check's own cases cannot hold this problem
@@ -88,7 +111,13 @@ def sweep(state: TestState, target: Target, check: str) -> list[Missed]:
         fresh = [f for f in failures if not suite.sighted(state, target, check, f, case)]
         if fresh:
             missed.append((visit, fresh[0]))
-    return missed
+        yield
+
+
+def sweep(state: TestState, target: Target, check: str) -> list[Missed]:
+    """Call ``check`` once on each visit of ``target``'s operation; the visits whose
+    failure no cause known run-wide covers."""
+    return Sweep(state, target, check).finish()
 
 
 def focus(visit: catalogue.Visit) -> Focus | None:

@@ -192,17 +192,27 @@ def test_a_bug_on_a_declared_path_is_found_by_the_sweep(tmp_path, monkeypatch):
     scripts_exit_1(failures, bugs)
 
 
-def test_a_budget_its_search_would_spend_alone_leaves_the_sweep_its_visits(tmp_path,
-                                                                          monkeypatch):
-    """--conv-budget 3 on 30 ms a call, where the profile's 100 examples take longer:
-    the first search keeps time for the catalogue sweep's visits after it (twice
-    their estimate, here over a second), and the sweep makes the declared path's
-    visit first, so the bug on that path, which only the sweep reaches, is still
-    found. Spending the budget alone, the search left the sweep no visit."""
+settings.register_profile("harness-test-1000", settings.get_profile("harness-test"),
+                          max_examples=1000)
+
+
+@pytest.mark.parametrize("impl,profile,budget", [
+    # 30 ms a call: the profile's 100 examples take longer than the budget
+    ("wide_blocked_slow", "harness-test", 3.0),
+    # 1000 examples: drawn, run or not, they take longer than the budget
+    ("wide_blocked", "harness-test-1000", 1.0)])
+def test_a_budget_its_search_would_spend_alone_leaves_the_sweep_its_visits(
+        impl, profile, budget, tmp_path, monkeypatch):
+    """Under --conv-budget, the first search keeps time for the catalogue sweep after
+    it (twice its visits' estimate, at most half the budget), and once it only draws,
+    each of Hypothesis's calls makes a visit, the declared paths' first: so the bug on
+    the declared path, which only the sweep reaches, is still found. Spending the
+    budget alone, with the sweep after the last draw, the search left it no visit."""
+    monkeypatch.setattr(in_process, "profile", lambda name="": _ORIGINAL_PROFILE(profile))
     failures = tmp_path / "failures"
-    bugs, out = in_process.run_entries(f"{HERE / 'fast_paths.py'}:wide_blocked_slow",
+    bugs, out = in_process.run_entries(f"{HERE / 'fast_paths.py'}:{impl}",
                                        ("delta_kernel",), ("conv2d",), failures,
-                                       monkeypatch, budget=3.0)
+                                       monkeypatch, budget=budget)
     (bug,) = bugs
     assert bug["params"]["in_channels"] == 160, bug
     assert "found on:   its declared path 'wide blocked' (the catalogue sweep" in out
