@@ -175,12 +175,10 @@ class TestState:
     #: a follow-up whose draws lay almost all in the known bugs' regions runs fewer
     #: examples than its setting before Hypothesis gives it up, and says so
     searched: tuple[int, int] = (0, 0)
-    #: the visits of the catalogue sweep (harness/triage/sweep.py) still to come after
-    #: the test's first search, should it pass: under ``--conv-budget`` that search
-    #: leaves them their time (`Budget.kept_for`) until it fails; 0 once it has ended
-    sweep_visits: int = 0
-    #: that sweep (harness/triage/sweep.py's `Sweep`) where a budget may begin it while
-    #: the first search only draws; None otherwise
+    #: under ``--conv-budget``, the catalogue sweep to come after the test's first search,
+    #: should it pass (harness/triage/sweep.py's `Sweep`): until it fails, that search
+    #: keeps time for the sweep's ``visits`` (`Budget.kept_for`), and once it only
+    #: draws, each call makes a visit (`Sweep.step`); None otherwise and once it ended
     sweep: Any = None
 
     def take_found(self) -> list[Found]:

@@ -377,7 +377,8 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
                              budget_bounds(state.budget, target, check, caps), state.focus,
                              state.run.given)
     # Until it fails, a test's first search keeps the catalogue sweep's time.
-    keep = state.budget.kept_for(state.sweep_visits) if state.last_failing is None else 0.0
+    sweep = state.sweep if state.last_failing is None else None
+    keep = state.budget.kept_for(sweep.visits) if sweep is not None else 0.0
     if state.budget.spent(keep) and not current_build_context().is_final:
         # Out of time: the case is still drawn (Hypothesis requires the same
         # choices to draw the same way) but not run nor counted, so the rest of
@@ -385,19 +386,11 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
         # smallest failure so far, which the final replay, never skipped, reports.
         with coverage.paused():
             data.draw(strategy, label="case")
-        if state.sweep is not None and state.last_failing is None:
-            state.sweep.step()  # the draws outlast the deadline: the sweep's visits go first
+        if sweep is not None:
+            sweep.step()  # the draws outlast the deadline: the sweep's visits go first
         return
     with coverage.held() as drawn:  # counted once run: an excluded case is not
         case = data.draw(strategy, label="case")
-    _run_drawn(target, check, case, drawn, known, state)
-
-
-def _run_drawn(target: Target, check: str, case: ConvCase, drawn: coverage.Tally,
-               known: Sequence[Bug], state: TestState) -> None:
-    """`run`'s example, drawn: excluded where a ``known`` bug's region holds it, else
-    counted and checked, and its failure, if any, recorded."""
-    __tracebackhide__ = True
     if any(bug.conditions and bug.region_holds(case) for bug in known):
         state.excluded += 1
         reject()  # a follow-up search: that bug's trigger is excluded

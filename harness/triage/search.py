@@ -609,7 +609,7 @@ def conclude(state: TestState, target: Target, check: str, error: BaseException 
     cause; the triaged bugs otherwise. An error that left no finding is no verdict of
     ours: it is raised again."""
     # the first search has ended: the sweep, begun or not, ends now or not at all
-    state.sweep_visits, begun, state.sweep = 0, state.sweep, None
+    begun, state.sweep = state.sweep, None
     if error is None:
         first = swept(state, target, check, begun)
         if not first:
@@ -662,7 +662,6 @@ def under_way(run: RunState, target: Target, check: str,
     run.book.freeze()
     state = TestState(run=run, budget=Budget.starting_now(budget))
     if state.budget.deadline is not None:
-        state.sweep_visits = len(sweep.planned(state, target, check))
         state.sweep = sweep.Sweep(state, target, check)
     with running(state):
         run.calls.spec = target.impl.spec

@@ -68,9 +68,12 @@ class Sweep:
     (harness/suite.py), before the deadline those draws would outlast."""
 
     def __init__(self, state: TestState, target: Target, check: str) -> None:
+        planned_visits = planned(state, target, check)
+        #: how many visits it plans (before --conv-budget's sizes leave some out)
+        self.visits = len(planned_visits)
         #: the visits whose failure no cause known run-wide covers, so far
         self.missed: list[Missed] = []
-        self._steps = _visiting(state, target, check, self.missed)
+        self._steps = _visiting(state, target, check, planned_visits, self.missed)
 
     def step(self) -> None:
         next(self._steps, None)
@@ -82,10 +85,9 @@ class Sweep:
 
 
 def _visiting(state: TestState, target: Target, check: str,
-              missed: list[Missed]) -> Iterator[None]:
-    """Call ``check`` once on each visit of ``target``'s operation, one a step; the
-    visits whose failure no cause known run-wide covers go to ``missed``."""
-    visits = planned(state, target, check)
+              visits: tuple[catalogue.Visit, ...], missed: list[Missed]) -> Iterator[None]:
+    """Call ``check`` once on each of the ``visits`` of ``target``'s operation, one a
+    step; the visits whose failure no cause known run-wide covers go to ``missed``."""
     if not visits:
         return
     caps = suite.check_capabilities(target, check)
