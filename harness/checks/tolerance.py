@@ -86,9 +86,22 @@ def unit_roundoff(dtype: str | np.dtype) -> float:
     return float(finfo(dtype).eps) / 2
 
 
+#: the largest relative bound `gamma` gives: where n u >= 1 a narrow dtype's bound
+#: (1 + u)**n - 1 can overflow float64, and an infinite bound times a zero magnitude
+#: is NaN. 1e150 times the least non-zero sum of |products| (two subnormals of
+#: bfloat16, 8.5e-81) still exceeds any value a dtype narrower than float64 holds, and
+#: float64 never gets there (n u >= 1 needs 4.5e15 terms).
+GAMMA_CAP = 1e150
+
+
 def gamma(n: int, u: float) -> float:
-    """Higham's gamma_n = n u / (1 - n u): the relative bound of an n-term sum."""
-    return math.inf if n * u >= 1 else n * u / (1 - n * u)
+    """The relative error bound of n roundings with unit roundoff u, any order: Higham's
+    gamma_n = n u / (1 - n u) while n u < 1, and from there the bound it comes from
+    (Lemma 3.1), (1 + u)**n - 1, finite for every n (a bfloat16 sum of 256 terms or
+    a float16 one of 2048 is within 1.72 and 1.72 times its sum of |terms|)."""
+    if n * u < 1:
+        return n * u / (1 - n * u)
+    return math.expm1(min(n * math.log1p(u), math.log(GAMMA_CAP)))
 
 
 def smallest_normal(dtype: str | np.dtype) -> float:

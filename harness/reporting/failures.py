@@ -23,7 +23,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.descriptor import format_descriptor
-from harness.problem import ALL_DTYPES, ARRAY_NAMES, LAYOUTS, OPS, ConvCase, ConvProblem
+from harness.problem import (ALL_DTYPES, ARRAY_NAMES, LAYOUTS, OPS, ConvCase, ConvProblem,
+                             bfloat16)
 from harness.running.loader import is_path, split_spec
 
 SCHEMA_VERSION = 1
@@ -54,15 +55,25 @@ def _impl_file(impl_spec: str) -> str | None:
 
 
 def _packed(a: np.ndarray) -> dict[str, Any]:
-    return {"dtype": a.dtype.str, "shape": list(a.shape), "nbytes": int(a.nbytes)}
+    # bfloat16 by name: its ``dtype.str`` is a bare "<V2" (ml_dtypes' type is a void
+    # type to NumPy), which would read back as raw bytes
+    dtype = a.dtype.name if a.dtype.name == "bfloat16" else a.dtype.str
+    return {"dtype": dtype, "shape": list(a.shape), "nbytes": int(a.nbytes)}
+
+
+def _dtype(name: str) -> np.dtype:
+    return bfloat16() if name == "bfloat16" else np.dtype(name)
 
 
 def packed_payload(case: ConvCase) -> list[memoryview]:
     """The raw bytes of ``case``'s arrays, in the order of `case_record`'s
-    ``packed_inputs`` (C order, without a copy where the array already is)."""
+    ``packed_inputs`` (C order, without a copy where the array already is).
+
+    Viewed as bytes through NumPy, not ``memoryview.cast``: the buffer protocol
+    has no format for bfloat16 (ml_dtypes), and NumPy's byte view needs none."""
     arrays = case.arrays()
-    return [memoryview(np.ascontiguousarray(arrays[name])).cast("B") for name in ARRAY_NAMES
-            if arrays[name] is not None]
+    return [memoryview(np.ascontiguousarray(arrays[name]).reshape(-1).view(np.uint8))
+            for name in ARRAY_NAMES if arrays[name] is not None]
 
 
 def unpacked_inputs(packed: dict[str, Any], payload: bytes) -> dict[str, Any]:
@@ -74,7 +85,7 @@ def unpacked_inputs(packed: dict[str, Any], payload: bytes) -> dict[str, Any]:
             inputs[name] = None
             continue
         end = offset + p["nbytes"]
-        inputs[name] = np.frombuffer(payload[offset:end], dtype=np.dtype(p["dtype"])).reshape(
+        inputs[name] = np.frombuffer(payload[offset:end], dtype=_dtype(p["dtype"])).reshape(
             p["shape"]).tolist()
         offset = end
     return inputs

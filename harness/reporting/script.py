@@ -335,13 +335,20 @@ def torch_results(absolute=False):
     tx, tw = leaf(x), leaf(weight)
     tb = None if bias is None else leaf(bias)
     y = getattr(torch.nn.functional, OP)(tx, tw, tb, **KWARGS)
-    y.backward(torch.from_numpy(np.abs(grad_output) if absolute else grad_output).double())
+    g = np.asarray(grad_output, dtype=np.float64)  # torch takes no ml_dtypes bfloat16
+    y.backward(torch.from_numpy(np.abs(g) if absolute else g))
     return {{"y": y.detach().numpy(), "grad_input": tx.grad.numpy(),
             "grad_weight": tw.grad.numpy(), "grad_bias": None if tb is None else tb.grad.numpy()}}
 
 
 def gamma(n, u):
-    return math.inf if n * u >= 1 else n * u / (1 - n * u)
+    """Relative bound of n roundings: n*u / (1 - n*u), or (1 + u)**n - 1 from n*u = 1 on."""
+    if n * u < 1:
+        return n * u / (1 - n * u)
+    return math.expm1(min(n * math.log1p(u), GAMMA_LOG_CAP))
+
+
+GAMMA_LOG_CAP = math.log(1e150)  # beyond any result of a narrower dtype than float64
 
 
 def norm2(a):

@@ -92,7 +92,7 @@ def test_case_file_round_trip_is_exact(tmp_path, dtype, bias):
                                                                  script_path(path).name])
 
 
-@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "bfloat16"])
 def test_packed_record_unpacks_to_the_same_inputs_exactly(dtype):
     """The crash record written before every call packs its arrays as raw bytes after
     its JSON; unpacked, they are the case file's inputs, -0.0 and all."""

@@ -233,3 +233,61 @@ def test_properties_run_without_torch(run_pytest, without_torch, tmp_path):
     assert re.search(r"\b2 passed", good.stdout), good.stdout
     assert ("oracle checks (forward, grad_*) not run: PyTorch is not importable; only the "
             "oracle-free checks ran") in good.stdout
+
+
+def test_gamma_is_finite_and_sound_past_n_u_of_one():
+    """Higham's gamma_n = n u / (1 - n u) has no value once n u >= 1 (256 bfloat16 terms,
+    2048 float16 ones); its source, (1 + u)**n - 1, bounds n roundings for every n."""
+    import math
+
+    from harness.checks.tolerance import gamma
+    u = 2.0 ** -8
+    assert gamma(100, u) == 100 * u / (1 - 100 * u)
+    for n in (256, 257, 4096, 10 ** 6, 10 ** 9):
+        g = gamma(n, u)
+        assert math.isfinite(g) and g > 0 and g * 0.0 == 0.0
+        assert g >= math.expm1(min(n * math.log1p(u), math.log(1e150))) * (1 - 1e-12)
+
+
+class _Bfloat16ThroughFloat64:
+    """Correct in bfloat16: computed exactly (float64), rounded once."""
+
+    CAPABILITIES = {"dtypes": ("bfloat16",)}
+
+    @staticmethod
+    def conv1d(x, weight, bias, **kw):
+        import torch
+        as64 = lambda a: None if a is None else torch.from_numpy(np.asarray(a, np.float64))
+        return torch.nn.functional.conv1d(as64(x), as64(weight), as64(bias), **kw).numpy(
+        ).astype(x.dtype)
+
+    @staticmethod
+    def conv1d_backward(grad_output, x, weight, bias, **kw):
+        import torch
+        leaf = lambda a: torch.tensor(np.asarray(a, np.float64), requires_grad=True)
+        tx, tw = leaf(x), leaf(weight)
+        tb = None if bias is None else leaf(bias)
+        torch.nn.functional.conv1d(tx, tw, tb, **kw).backward(
+            torch.from_numpy(np.asarray(grad_output, np.float64)))
+        return tuple(None if t is None else t.grad.numpy().astype(x.dtype)
+                     for t in (tx, tw, tb))
+
+
+@pytest.mark.skipif(not oracle.torch_available(), reason="needs torch")
+@pytest.mark.parametrize("check", PROPERTIES + ("grad_weight",))
+def test_bfloat16_reductions_of_256_terms_and_more_pass(check):
+    """bfloat16's u = 2**-8, so grad_weight over 256 positions had an infinite bound
+    and a zero result an allowed error of NaN (inf * 0): every correct kernel failed."""
+    from harness.problem import bfloat16
+    impl = as_impl(_Bfloat16ThroughFloat64, "bf16_via_float64")
+    for positions, kernel in ((256, 1), (300, 3)):
+        p = ConvProblem(op="conv1d", batch=1, in_channels=2, out_channels=2,
+                        input_size=(positions,), kernel_size=(kernel,), stride=(1,),
+                        padding=(0,), dilation=(1,), groups=1, bias=True, dtype="bfloat16")
+        rng = np.random.default_rng(positions)
+        shapes = p.shapes()
+        arrays = {name: rng.standard_normal(shapes[name]).astype(bfloat16())
+                  for name in ("x", "weight", "bias", "grad_output")}
+        arrays["x"][..., : positions // 2] = 0  # zero results: where NaN was allowed
+        case = ConvCase(problem=p, **arrays)
+        run_check(check, impl, case)
