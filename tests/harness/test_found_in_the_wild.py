@@ -40,6 +40,8 @@ def test_script_still_shows_its_bug(finding: fw.Finding):
     if importlib.util.find_spec(finding.module) is None:
         pytest.skip(f"{finding.module} is not installed (not a dependency of the project)")
     result = fw.run(finding)
+    if finding.cpu_dependent and result.returncode == 0:
+        pytest.skip(f"{finding.module}'s bug does not show on this CPU: {result.stdout[-500:]}")
     assert fw.outcome(result) in finding.shows.split(" or "), (
         result.returncode, result.stdout[-2000:], result.stderr[-2000:])
 

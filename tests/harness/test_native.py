@@ -430,6 +430,36 @@ def test_torchs_own_float16_conv2d_crashes():
     _where_torch_shows_it(runs, "float16", -11, "float32", "the float16 conv2d crash")
 
 
+def test_torchs_own_float64_grouped_grad_weight_is_wrong_for_an_f_input_and_a_sliced_weight():
+    """Found by the harness (issue 57) on a kernel that hands F.conv2d its tensors as
+    drawn (torch 2.13.0, CPU): in float64, 2 groups, 4 -> 2 channels, a 1x2 input and a
+    1x1 kernel, grad_weight is wrong when the input is Fortran-ordered and the weight a
+    channel slice of a channels-last buffer; examples/found_in_the_wild/
+    torch_float64_grouped_grad_weight_layouts.py reproduces it with NumPy and torch.
+    tests/harness/torch_impls.py passes such a weight contiguous."""
+    from tests.harness.torch_impls import wrong_torch_float64_grad_weight
+    p = ConvProblem(op="conv2d", batch=1, in_channels=4, out_channels=2, input_size=(1, 2),
+                    kernel_size=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+                    groups=2, bias=False, dtype="float64")
+    arrays = {name: None if shape is None else noise("floats", "float64", shape, seed)
+              for seed, (name, shape) in enumerate(p.shapes().items())}
+    case = ConvCase(problem=p, layouts={"x": "F", "weight": "channels_last_slice"}, **arrays)
+    x = torch.from_numpy(make_layout(case.x, "F"))
+    weight = torch.from_numpy(make_layout(case.weight, "channels_last_slice"))
+    assert wrong_torch_float64_grad_weight(x, weight, 2)
+    assert not wrong_torch_float64_grad_weight(x.contiguous(), weight, 2)
+    assert not examine("grad_weight", torch_impl("cpu", "functional"), case)
+    failures = examine("grad_weight", torch_impl("cpu", "native_strides"), case)
+    if not failures:
+        pytest.skip(f"torch {torch.__version__} gives the right grad_weight on this CPU "
+                    f"({torch.backends.cpu.get_cpu_capability()})")
+    (failure,) = failures
+    assert failure.check == "grad_weight", failure.message
+    for layouts in ({"x": "F"}, {"weight": "channels_last_slice"}):
+        assert not examine("grad_weight", torch_impl("cpu", "native_strides"),
+                           dataclasses.replace(case, layouts=layouts))
+
+
 _TORCH_GARBAGE = """
 import sys, torch
 dtype = getattr(torch, sys.argv[1])

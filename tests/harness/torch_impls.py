@@ -83,14 +83,26 @@ def crashes_torch_bfloat16_input(x: torch.Tensor, stride, padding, dilation) -> 
             and not x.is_contiguous() and _strided_dilated_padded(stride, padding, dilation))
 
 
+def wrong_torch_float64_grad_weight(x: torch.Tensor, weight: torch.Tensor, groups: int) -> bool:
+    """Where torch 2.13's CPU conv2d backward may give a wrong grad_weight (pinned by
+    test_native.py's test_torchs_own_float64_grouped_grad_weight_..., and a row of
+    examples/README.md's found in the wild): float64, groups, a non-contiguous input and
+    a non-contiguous weight (the one met: a Fortran-ordered input and a channel slice of
+    a channels-last weight; either alone is right)."""
+    return (weight.device.type == "cpu" and weight.dtype == torch.float64 and groups > 1
+            and not x.is_contiguous() and not weight.is_contiguous())
+
+
 def torch_conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """F.conv2d, where torch's own kernel would crash (`crashes_torch`,
-    `crashes_torch_bfloat16_input`, `crashes_torch_float16`) with the weight or the
+    `crashes_torch_bfloat16_input`, `crashes_torch_float16`) or be wrong
+    (`wrong_torch_float64_grad_weight`) with the weight or the
     input passed contiguous, or in float16 computed in float32 and rounded once (as
     exact as torch's float16 kernel, which accumulates in float32): the
     implementations here are correct, or wrong as they say, and none is to die of
     torch's bug (the harness reports a crash as such)."""
-    if crashes_torch(weight, stride, padding, dilation):
+    if crashes_torch(weight, stride, padding, dilation) or wrong_torch_float64_grad_weight(
+            x, weight, groups):
         weight = weight.contiguous()
     if crashes_torch_bfloat16_input(x, stride, padding, dilation):
         x = x.contiguous()
@@ -133,6 +145,13 @@ def implementations(device: str) -> SimpleNamespace:
         conv2d = staticmethod(torch_conv2d)  # F.conv2d, but where torch crashes (above)
         conv3d = staticmethod(F.conv3d)
         conv_transpose2d = staticmethod(F.conv_transpose2d)
+
+    class native_strides:
+        """torch.nn.functional.conv2d on the tensors as drawn, with no way round torch's
+        own bugs: what a user's kernel that calls it directly does."""
+
+        CAPABILITIES = on
+        conv2d = staticmethod(F.conv2d)
 
     class channels_last_only:
         """Reads a channels-last input's memory as if it were NCHW (pytorch#82060's kind)."""
@@ -245,7 +264,7 @@ def implementations(device: str) -> SimpleNamespace:
 
     return SimpleNamespace(**{c.__name__: c for c in (
         bfloat16_sums, bfloat16_sums_declared,
-        functional, channels_last_only, autograd_function, float32_result, scales_its_input,
+        functional, native_strides, channels_last_only, autograd_function, float32_result, scales_its_input,
         thread_dependent, thread_order, tf32_rounding, tf32_undeclared)})
 
 
