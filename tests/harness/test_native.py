@@ -497,3 +497,48 @@ def test_torchs_own_bfloat16_conv3d_reads_garbage():
         pytest.skip(f"torch {torch.__version__} does not show the bfloat16 conv3d garbage "
                     f"read on this CPU ({platform.machine()}, torch's CPU capability "
                     f"{torch.backends.cpu.get_cpu_capability()}): 0 of 200 wrong")
+
+
+class _OffBy:
+    """conv2d on torch tensors, exact in float64, then its result times ``factor``."""
+
+    def __init__(self, factor: float, dtype: str) -> None:
+        self.factor = factor
+        self.CAPABILITIES = {"arrays": "torch", "device": "cpu", "dtypes": (dtype,)}
+
+    def conv2d(self, x, weight, bias, *, stride, padding, dilation, groups):
+        wide = [None if t is None else t.double() for t in (x, weight, bias)]
+        y = torch.nn.functional.conv2d(*wide, stride=stride, padding=padding,
+                                       dilation=dilation, groups=groups)
+        return (y * self.factor).to(x.dtype)
+
+
+@pytest.mark.parametrize("dtype, factor, channels", [("bfloat16", 2.0, 1024),
+                                                     ("float32", 1 + 2.0 ** -12, 6)])
+def test_a_lower_precision_is_named_on_positive_evidence_only(dtype, factor, channels,
+                                                              tmp_path):
+    """An undeclared TF32 or bfloat16-sum entry needs the results to be what that
+    precision computes: a bfloat16 result doubled fitted the normwise floor of bfloat16
+    sums on a small problem, and a float32 one off by 2**-12 fits TF32's envelope; both
+    are wrong values, not a precision to declare. tf32_undeclared and bfloat16_sums are
+    (``channels`` where they fail: 1024 ones summed in bfloat16 stop at 256)."""
+    from harness.triage.evidence import undeclared_precision
+    path = tmp_path / "off_by.py"
+    path.write_text(f"from tests.harness.test_native import _OffBy\n"
+                    f"impl = _OffBy({factor!r}, {dtype!r})\n")
+    def cases(**changes):
+        p = dataclasses.replace(small_case().problem, dtype=dtype, kernel_size=(1, 1),
+                                input_size=(1, 2), bias=False, **changes)
+        noisy = {name: None if shape is None else noise("floats", dtype, shape, seed)
+                 for seed, (name, shape) in enumerate(p.shapes().items())}
+        ones = {name: None if a is None else np.ones_like(a) for name, a in noisy.items()}
+        return [ConvCase(problem=p, **arrays) for arrays in (ones, noisy)]
+
+    off_by = load_implementation(f"{path}:impl")
+    for case in cases(in_channels=6, out_channels=6, groups=3):
+        assert undeclared_precision(off_by, "conv2d", case, 20, "forward") is None
+    lower = torch_impl("cpu", "tf32_undeclared" if dtype == "float32" else "bfloat16_sums")
+    named = [undeclared_precision(lower, "conv2d", case, 20, "forward")
+             for case in cases(in_channels=channels, out_channels=2)
+             if examine("forward", lower, case)]
+    assert named and all(named), named
