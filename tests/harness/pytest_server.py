@@ -16,7 +16,9 @@ environment.
 Where the run's environment differs from the server's in anything but
 `SAFE_TO_VARY` (a PYTHONPATH that hides torch, a thread count), what the
 server imported could differ from what the run would import: that run gets a
-fresh interpreter instead.
+fresh interpreter instead. A PYTHONPATH that only adds folders holding none of
+`PREIMPORTED` (a user's package of kernels) is forked, its folders put on the
+child's sys.path where Python would put them.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ import threading
 from pathlib import Path
 
 from harness.triage.runner import PRELUDE, ForkServer
+
+#: the top-level packages the server imports before it forks (PRELUDE's and pytest)
+PREIMPORTED = ("numpy", "torch", "ml_dtypes", "pytest", "_pytest", "pluggy", "harness")
 
 #: environment variables a run may set differently from the server's: each is read
 #: by pytest, Hypothesis's profiles or the harness at run time, never by torch or
@@ -62,6 +67,7 @@ while True:
             os.environ.update(request["env"])
             sys.argv = [request["module"], *request["args"]]  # run_module sets argv[0]
             sys.path[0] = request["cwd"]  # what python -m puts first
+            sys.path[1:1] = request["path"]  # then $PYTHONPATH's folders it adds
             runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
             code = 0
         except SystemExit as exc:
@@ -93,11 +99,32 @@ class PytestServer(ForkServer):
         super().__init__()
         self.lock = threading.Lock()
 
+    def _started(self) -> dict[str, str]:
+        return self.env if self.proc is not None else dict(os.environ)
+
+    def added_path(self, env: dict[str, str]) -> list[str] | None:
+        """The folders ``env``'s PYTHONPATH puts before the server's, where a forked run
+        can take them (put on its sys.path, where Python would): none of them holds a
+        module the server imported before forking (what a run would import from there
+        could differ); else None."""
+        started = self._started().get("PYTHONPATH", "")
+        wanted = env.get("PYTHONPATH", "")
+        if wanted == started:
+            return []
+        if started and not wanted.endswith(os.pathsep + started):
+            return None
+        added = [p for p in wanted[:len(wanted) - len(started)].split(os.pathsep) if p]
+        imported = {name.partition(".")[0] for name in PREIMPORTED}
+        if any((Path(folder) / name).exists() or (Path(folder) / f"{name}.py").exists()
+               for folder in added for name in imported):
+            return None
+        return added
+
     def forks(self, env: dict[str, str]) -> bool:
         """Whether a run in ``env`` may be forked from the server."""
-        started = self.env if self.proc is not None else dict(os.environ)
+        started = self._started()
         differ = {k for k in started.keys() | env.keys() if started.get(k) != env.get(k)}
-        return differ <= SAFE_TO_VARY
+        return differ - {"PYTHONPATH"} <= SAFE_TO_VARY and self.added_path(env) is not None
 
     def run(self, args: list[str], cwd: Path, env: dict[str, str], timeout: float,
             module: str = "pytest") -> subprocess.CompletedProcess:
@@ -109,7 +136,7 @@ class PytestServer(ForkServer):
             out, err = Path(folder) / "stdout", Path(folder) / "stderr"
             proc = self._server()
             proc.stdin.write(json.dumps({"module": module, "args": args, "cwd": str(cwd),
-                                         "env": env, "stdout": str(out), "stderr": str(err),
+                                         "env": env, "path": self.added_path(env), "stdout": str(out), "stderr": str(err),
                                          "timeout": timeout}) + "\n")
             proc.stdin.flush()
             code = json.loads(proc.stdout.readline())["code"]
