@@ -10,7 +10,7 @@ benchmarks/throughput-results.txt):
 
 1. **Examples per second per worker** on the suite's small conv2d problems:
    for every registered check (``invalid`` is opt-in and left out), N
-   examples through the real code path, ``harness.suite.run`` inside a
+   examples through the real code path, ``conv_harness.suite.run`` inside a
    Hypothesis ``@given`` with the project's ``dev`` profile (conftest.py),
    ``database=None`` and ``derandomize=True`` so every run draws the same
    cases. One process is one worker. Beside them, the same settings on a
@@ -24,7 +24,7 @@ benchmarks/throughput-results.txt):
    (``data.draw``: Hypothesis drawing through strategies.conv_cases), the
    torch oracle (``oracle.evaluate``: results and magnitudes), the
    implementation's own calls, the crash record written before each call
-   (as in every pytest process without --isolate; harness/running/isolate.py), the
+   (as in every pytest process without --isolate; conv_harness/running/isolate.py), the
    harness's work around those calls
    (fresh input copies in their layouts, stdout capture, time limit, result
    validation, input-unchanged check), the tolerance and comparison, and
@@ -122,9 +122,9 @@ def instrument(timers: Timers, impl: Any) -> contextlib.ExitStack:
     """Wrap the functions of the real path with timers; undone on exit."""
     from hypothesis.strategies._internal.core import DataObject
 
-    import harness.checks.oracle as oracle
-    import harness.checks.registry as checks
-    import harness.running.calling as calling
+    import conv_harness.checks.oracle as oracle
+    import conv_harness.checks.registry as checks
+    import conv_harness.running.calling as calling
 
     stack = contextlib.ExitStack()
     stack.enter_context(patched(DataObject, "draw",
@@ -136,7 +136,7 @@ def instrument(timers: Timers, impl: Any) -> contextlib.ExitStack:
     compare_label = "tolerance + comparison"
     modules = [checks]
     try:
-        import harness.checks.properties as properties
+        import conv_harness.checks.properties as properties
         modules.append(properties)
     except ImportError:  # pragma: no cover
         pass
@@ -194,7 +194,7 @@ def strategy_floor(target: Any, examples: int, base: Any) -> tuple[float, float,
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from harness import suite
+    from conv_harness import suite
 
     cases = suite.case_strategy("forward", target.op, target.impl.capabilities)
     choices = [0]
@@ -217,14 +217,14 @@ def throughput(spec: str, examples: int, op: str, out: Callable[[str], None]) ->
     from hypothesis import strategies as st
 
     import conftest  # noqa: F401  (registers and loads the project's profiles)
-    from harness import suite
-    from harness.checks import oracle
-    from harness.checks.registry import REGISTRY
-    from harness.running import calling
-    from harness.running.calling import DEFAULT_TIMEOUT
-    from harness.running.isolate import CrashRecorder
-    from harness.running.loader import load_implementation
-    from harness.running.target import Target
+    from conv_harness import suite
+    from conv_harness.checks import oracle
+    from conv_harness.checks.registry import REGISTRY
+    from conv_harness.running import calling
+    from conv_harness.running.calling import DEFAULT_TIMEOUT
+    from conv_harness.running.isolate import CrashRecorder
+    from conv_harness.running.loader import load_implementation
+    from conv_harness.running.target import Target
 
     impl = load_implementation(spec)
     oracle.warm_up()  # what the suite's session fixture does once per worker

@@ -7,7 +7,7 @@
 For each member of a fixed set (`SET`: a correct conv2d-with-backward
 module, the tutorial, a one-cause module, an N-d module with two causes
 behind six functions) it runs ``conv-harness -n 2 --impl SPEC`` (``python -m
-harness.cli``, the ``dev`` profile, in a fresh folder with no example
+conv_harness.cli``, the ``dev`` profile, in a fresh folder with no example
 database) and prints: the wall time; the examples tried and the
 implementation calls made; the verdict and the distinct bugs of its
 summary.json, the lines the run printed and the case files it wrote; and
@@ -106,7 +106,7 @@ def run_once(tree: Path, spec: str, workers: str, extra: list[str]) -> Result:
                if k not in ("CONV_IMPL", "CONV_DB", "HYPOTHESIS_PROFILE", "PYTEST_ADDOPTS", "CI")}
         env["PYTHONPATH"] = os.pathsep.join([str(tree), str(PLUGIN_DIR)])
         env["CONV_VERDICT_TIMING"] = str(timing)
-        args = [sys.executable, "-m", "harness.cli", "-q", "-n", workers, "--impl", spec,
+        args = [sys.executable, "-m", "conv_harness.cli", "-q", "-n", workers, "--impl", spec,
                 "-p", "conv_verdict_timing", "--hypothesis-profile", "dev",
                 "-p", "no:randomly", *extra]
         started = time.time()

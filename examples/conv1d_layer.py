@@ -1,4 +1,4 @@
-"""Example: a 1-D layer class, wrapped for the harness.
+"""Example: a 1-D layer class, wrapped for the conv_harness.
 
 The adapter handles 1-D (and 3-D) layers too: the layout string's length
 says how many spatial axes there are, and the adapter then provides

@@ -1,4 +1,4 @@
-"""Example: a signal-processing style layer, wrapped for the harness.
+"""Example: a signal-processing style layer, wrapped for the conv_harness.
 
 ``TrueConv2D`` computes a *true* convolution (the kernel rotated by 180
 degrees, as ``scipy.signal.convolve2d`` does) instead of the cross-correlation

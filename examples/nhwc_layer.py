@@ -1,4 +1,4 @@
-"""Example: a channels-last layer class, wrapped for the harness.
+"""Example: a channels-last layer class, wrapped for the conv_harness.
 
 ``NHWCConv2D`` is written the way many course notebooks and Keras-minded
 code write it: inputs ``(N, H, W, C)``, a kernel of shape

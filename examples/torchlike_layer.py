@@ -1,4 +1,4 @@
-"""Example: a layer class with a torch-like API, wrapped for the harness.
+"""Example: a layer class with a torch-like API, wrapped for the conv_harness.
 
 ``TorchLikeConv2d`` mirrors ``torch.nn.Conv2d``'s constructor (tuple or int
 sizes, ``dilation``, ``groups``, ``bias=True|False``), keeps its parameters

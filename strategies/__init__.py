@@ -7,8 +7,8 @@ values and memory layouts (a `ConvCase`). Both take the implementation's
 `Capabilities` to narrow what is drawn.
 """
 
-from harness.problem import ConvCase, ConvProblem
-from harness.running.capabilities import Capabilities
+from conv_harness.problem import ConvCase, ConvProblem
+from conv_harness.running.capabilities import Capabilities
 from strategies.cases import (
                               array_values,
                               cases_for,

@@ -17,11 +17,11 @@ from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
-from harness import ties
-from harness.problem import (ARRAY_NAMES, CHANNEL_LAYOUTS, LAYOUTS_OF, ConvCase, ConvProblem,
+from conv_harness import ties
+from conv_harness.problem import (ARRAY_NAMES, CHANNEL_LAYOUTS, LAYOUTS_OF, ConvCase, ConvProblem,
                              finfo)
-from harness.reporting import coverage
-from harness.running.capabilities import Capabilities
+from conv_harness.reporting import coverage
+from conv_harness.running.capabilities import Capabilities
 from strategies.archetypes import coverage_label
 from strategies.problems import DEFAULT_BOUNDS, Bounds, Focus, conv_problems
 
@@ -77,7 +77,7 @@ def noise(kind: str, dtype: str | np.dtype, shape: tuple[int, ...], seed: int) -
     smallest normal number with e in [0, `TINY_OCTAVES`] drawn from the seed.
 
     Why "tiny": an implementation may flush subnormals to zero (contract
-    section 2), so the tolerance allows that (harness/checks/tolerance.py), but it
+    section 2), so the tolerance allows that (conv_harness/checks/tolerance.py), but it
     must not flush normal numbers. Without values near the bottom of the
     dtype's range no result ever comes near it, and a float32 convolution
     that zeroes everything below 1e-30 would pass. At the smallest scales
@@ -288,7 +288,7 @@ def features(case: ConvCase) -> list[str]:
         out.append("batch 1")
     if not p.bias:
         out.append("bias None")
-    # two sizes of different arrays equal (harness/ties.py): the summary counts each
+    # two sizes of different arrays equal (conv_harness/ties.py): the summary counts each
     out += [f"tie {tie.name}" for tie in ties.TIES if tie.holds(p)]
     out += [f"{c.kind} {c.name}" for c in ties.CROSSINGS if c.holds(p)]
     out += sorted({f"layout {layout}" for layout in case.layouts.values() if layout != "C"})

@@ -5,7 +5,7 @@ The strategies draw archetypes by chance (strategies/problems.py): over a
 run, a check drew ResNet's 7x7 stride-2 stem 20 to 50 times and its padding
 neighbour rarely or never, and a fast path that assumed padding 3 passed.
 A sweep visits each archetype and each neighbour once per check, besides
-the random draws (harness/triage/sweep.py). A neighbour changes exactly one
+the random draws (conv_harness/triage/sweep.py). A neighbour changes exactly one
 feature, one step: the kernel (one tap more, or less), the stride (1 and 2
 swap), the padding (one less, or one where there is none), the dilation (1
 and 2 swap), the groups pattern (dense and depthwise swap, grouped becomes
@@ -22,9 +22,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from harness import ties
-from harness.problem import OPS, ConvCase, ConvProblem
-from harness.running.capabilities import Capabilities
+from conv_harness import ties
+from conv_harness.problem import OPS, ConvCase, ConvProblem
+from conv_harness.running.capabilities import Capabilities
 from strategies import archetypes
 from strategies.archetypes import Archetype
 from strategies.cases import noise_case
@@ -66,12 +66,12 @@ class Visit:
 
     @property
     def tie(self) -> str | None:
-        """The tie (harness/ties.py) this visit's archetype was made into, if any."""
+        """The tie (conv_harness/ties.py) this visit's archetype was made into, if any."""
         return self.feature[len(TIE):] if self.feature and self.feature.startswith(TIE) else None
 
     @property
     def crossing(self) -> str | None:
-        """The crossing (harness/ties.py) this visit's archetype was made into, if any."""
+        """The crossing (conv_harness/ties.py) this visit's archetype was made into, if any."""
         return (self.feature[len(CROSSING):]
                 if self.feature and self.feature.startswith(CROSSING) else None)
 
@@ -153,7 +153,7 @@ def visits(op: str, caps: Capabilities) -> tuple[Visit, ...]:
 
 def tie_visits(op: str, caps: Capabilities) -> tuple[Visit, ...]:
     """Each archetype of ``op`` made into each tie between sizes of different arrays
-    (harness/ties.py: M = K, N = K, M = N, positions = K), by the first of the tie's
+    (conv_harness/ties.py: M = K, N = K, M = N, positions = K), by the first of the tie's
     moves that gives a problem the capabilities take: the branch code takes where it
     compares two sizes and finds them equal, at a real network's geometry. Random
     draws make a given tie in about 3% of conv2d problems, and a tie at a

@@ -27,8 +27,8 @@ from collections.abc import Sequence
 import numpy as np
 from hypothesis import strategies as st
 
-from harness.problem import OPS, ConvCase, ConvProblem
-from harness.running.capabilities import Capabilities
+from conv_harness.problem import OPS, ConvCase, ConvProblem
+from conv_harness.running.capabilities import Capabilities
 from strategies.cases import draw_array, layouts
 from strategies.problems import conv_problems
 

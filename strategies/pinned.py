@@ -25,8 +25,8 @@ from types import SimpleNamespace
 
 from hypothesis import strategies as st
 
-from harness.problem import ConvProblem
-from harness.running.capabilities import Capabilities
+from conv_harness.problem import ConvProblem
+from conv_harness.running.capabilities import Capabilities
 
 
 def given_problems(problems: Iterable[ConvProblem]) -> tuple[ConvProblem, ...]:

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from harness.problem import OPS, ConvProblem, conv_output_length
-from harness.running.capabilities import Capabilities
+from conv_harness.problem import OPS, ConvProblem, conv_output_length
+from conv_harness.running.capabilities import Capabilities
 from strategies import archetypes, pinned
 from strategies.archetypes import Archetype
 
@@ -711,7 +711,7 @@ def _problems(draw, op: str, caps: Capabilities, b: Bounds,
         allowed = tuple(d for d in allowed if d != "bfloat16") or allowed
     dtype = draw(_sampled(allowed))
     # the archetype travels with the problem, for a report to say where a failure was
-    # found (harness/suite.py)
+    # found (conv_harness/suite.py)
     return dataclasses.replace(problem, dtype=dtype, drawn_from=arch)
 
 

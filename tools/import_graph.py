@@ -1,6 +1,6 @@
 """The project's import graph, read statically, and the layers it makes.
 
-Every import of every module of harness/, strategies/ and conv_impl/ is read
+Every import of every module of conv_harness/, strategies/ and conv_impl/ is read
 with ``ast``, including the imports inside functions that only run late: a
 circle hidden in a function body still ties the modules together and turns into
 an ImportError as soon as someone moves the import up. A package's own
@@ -26,11 +26,11 @@ except ImportError:  # run as a script: tools/ is on the path
     from markers import between
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("harness", "strategies", "conv_impl")
+PACKAGES = ("conv_harness", "strategies", "conv_impl")
 
 
 def module_name(path: Path, root: Path) -> str:
-    """``harness/checks/registry.py`` -> ``harness.checks.registry``."""
+    """``conv_harness/checks/registry.py`` -> ``conv_harness.checks.registry``."""
     parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()

@@ -10,11 +10,11 @@ main beside a branch), it appends one JSON line per measurement to the file
   phase), the ones pytest's ``--hypothesis-show-statistics`` prints;
 - ``explanation``, ``further searches``, ``script verification`` and
   ``history rebuild``: the time spent in the triage's functions of those
-  names (harness/triage: ``explain``, ``follow_up``, ``verify_alone``
+  names (conv_harness/triage: ``explain``, ``follow_up``, ``verify_alone``
   less what its ``rebuild`` took, and ``rebuild``/``history_dependent``),
   wrapped here by name, so that no tree needs instrumentation of its own; a
   tree without one of them reports nothing for it;
-- ``calls``: the implementation calls the process made (harness/running/
+- ``calls``: the implementation calls the process made (conv_harness/running/
   calling.py's ``_observed``, around every call);
 - ``first test``: the wall-clock time the process started its first test
   (the benchmark's start-up is the earliest of these less its launch time).
@@ -81,7 +81,7 @@ def _patch(module_name: str, name: str, phase: str, nested: bool = False) -> Non
 
 def _count_calls() -> None:
     try:
-        from harness.running import calling
+        from conv_harness.running import calling
     except ImportError:
         return
     original = getattr(calling, "_observed", None)
@@ -99,11 +99,11 @@ def _count_calls() -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    _patch("harness.triage.search", "explain", "explanation")
-    _patch("harness.triage.search", "follow_up", "further searches", nested=True)
-    _patch("harness.triage.search", "verify_alone", "script verification")
-    _patch("harness.triage.history", "rebuild", "history rebuild")
-    _patch("harness.triage.search", "history_dependent", "history rebuild")
+    _patch("conv_harness.triage.search", "explain", "explanation")
+    _patch("conv_harness.triage.search", "follow_up", "further searches", nested=True)
+    _patch("conv_harness.triage.search", "verify_alone", "script verification")
+    _patch("conv_harness.triage.history", "rebuild", "history rebuild")
+    _patch("conv_harness.triage.search", "history_dependent", "history rebuild")
     _count_calls()
 
 

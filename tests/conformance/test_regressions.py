@@ -1,6 +1,6 @@
 """The regression corpus (tests/regressions/*.json): the test lives in
-harness/conformance/test_regressions.py (shipped in the package, run by
+conv_harness/conformance/test_regressions.py (shipped in the package, run by
 ``conv-harness``) and is collected here too, under this file's test ids."""
 
-from harness.conformance.test_regressions import (  # noqa: F401
+from conv_harness.conformance.test_regressions import (  # noqa: F401
     pytest_generate_tests, test_regression)

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from harness.checks.registry import run_check
-from harness.path_options import joined_path_options
-from harness.profiles import without_local_constants
-from harness.running.calling import CheckFailure
+from conv_harness.checks.registry import run_check
+from conv_harness.path_options import joined_path_options
+from conv_harness.profiles import without_local_constants
+from conv_harness.running.calling import CheckFailure
 from tests.harness.pytest_server import SERVER
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +25,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 if not os.environ.get("HYPOTHESIS_PROFILE"):
     settings.load_profile("ci")
 # ... and whichever modules a worker imported before: the draws leave out the
-# constants of local modules (harness/profiles.py says why)
+# constants of local modules (conv_harness/profiles.py says why)
 LOCAL_CONSTANTS_LEFT_OUT = without_local_constants()
 #: settings for the harness's own in-process searches: no database, no deadline
 QUIET = dict(database=None, deadline=None,
@@ -70,7 +70,7 @@ def suite_run(*args: str, failures: Path, cwd: Path = PROJECT_ROOT, env: dict | 
     runs in (a module of tests/harness, a case file, a tmp folder), pytest may choose
     another rootdir and config file (a tmp folder's: none), and the plugin then
     replaces the run by a fresh ``python -m pytest`` with the words joined
-    (harness/plugin.py's `_rerun_with_joined_path_options`), a torch import and a
+    (conv_harness/plugin.py's `_rerun_with_joined_path_options`), a torch import and a
     start-up more for each run (about 1.7 s of CPU; the forked server saves them
     otherwise). ``words_as_given``: as written, for the tests of that rerun."""
     # The limit only stops a hung run; it asserts no speed. 300 s was outlasted by a

@@ -43,7 +43,7 @@ reach often, on a neighbour they rarely reach; the catalogue sweep visits it:
                         -> 3x3 stride 2, groups = 2 channels, three columns
 
 And one (issue 35) whose bug lies on a tie between sizes of different arrays,
-which independent draws rarely make (harness/ties.py):
+which independent draws rarely make (conv_harness/ties.py):
 
     gemm_tie            a GEMM conv2d that takes a square branch when the
                         weight matrix of a group is square, out channels = in

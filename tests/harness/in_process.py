@@ -15,15 +15,15 @@ from typing import Iterator, Sequence
 
 from hypothesis import settings
 
-from harness.checks.registry import REGISTRY
-from harness.problem import OPS
-from harness.reporting.summary import bug_entry, bug_lines
-from harness.running.loader import load_implementation
-from harness.running.target import Target
-from harness.state import RunState
-from harness.triage import causes
-from harness.triage.catalog import Bug, merge
-from harness.triage.search import search_in_process
+from conv_harness.checks.registry import REGISTRY
+from conv_harness.problem import OPS
+from conv_harness.reporting.summary import bug_entry, bug_lines
+from conv_harness.running.loader import load_implementation
+from conv_harness.running.target import Target
+from conv_harness.state import RunState
+from conv_harness.triage import causes
+from conv_harness.triage.catalog import Bug, merge
+from conv_harness.triage.search import search_in_process
 
 
 @contextlib.contextmanager

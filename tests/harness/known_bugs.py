@@ -2,7 +2,7 @@
 
 Each wraps the correct `conv_impl.einsum` and breaks one thing. They are
 specs for the suite (``--impl tests/harness/known_bugs.py:<name>``) and
-targets for `harness.checks.registry.run_check` in the harness's own tests.
+targets for `conv_harness.checks.registry.run_check` in the harness's own tests.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""pytest runs (and ``python -m harness.cli`` runs) for the harness's tests without a
+"""pytest runs (and ``python -m conv_harness.cli`` runs) for the harness's tests without a
 torch import each.
 
 A test of the pytest wiring runs the suite as a user would: ``python -m pytest``
 in a process of its own. Most of such a run's start, once its bytecode is
 cached (tests/harness/conftest.py), is importing torch (about 1.3 s of CPU
 here, more than the search of a short run). The server below
-imports NumPy and torch once, as harness/triage/runner.py's script server
+imports NumPy and torch once, as conv_harness/triage/runner.py's script server
 does, and forks a child per run: the child takes the run's folder,
 environment, arguments and output files, and runs pytest's ``__main__`` as
 ``python -m pytest`` does; its exit status (negative: the signal
@@ -32,10 +32,10 @@ import tempfile
 import threading
 from pathlib import Path
 
-from harness.triage.runner import PRELUDE, ForkServer
+from conv_harness.triage.runner import PRELUDE, ForkServer
 
 #: the top-level packages the server imports before it forks (PRELUDE's and pytest)
-PREIMPORTED = ("numpy", "torch", "ml_dtypes", "pytest", "_pytest", "pluggy", "harness")
+PREIMPORTED = ("numpy", "torch", "ml_dtypes", "pytest", "_pytest", "pluggy", "conv_harness")
 
 #: environment variables a run may set differently from the server's: each is read
 #: by pytest, Hypothesis's profiles or the harness at run time, never by torch or

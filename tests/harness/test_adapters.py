@@ -645,9 +645,9 @@ FLOAT64_LAYER = "tests/harness/layers/float64_layer.py"
 
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
 def test_a_layer_computing_in_float64_gives_float64_and_the_harness_fails_it(dtype):
-    from harness.checks.registry import examine
-    from harness.problem import ConvCase, ConvProblem
-    from harness.running.loader import load_implementation
+    from conv_harness.checks.registry import examine
+    from conv_harness.problem import ConvCase, ConvProblem
+    from conv_harness.running.loader import load_implementation
 
     p = _square(2, 1, 1, 3, 4, 2, 1, 0)
     x, w, b, g = p.arrays(seed=1, dtype=np.dtype(dtype))

@@ -20,12 +20,12 @@ from hypothesis import strategies as st
 
 from conv_impl import _winograd
 from conv_impl import einsum
-from harness.checks import algorithms
-from harness.checks.registry import run_check
-from harness.problem import DTYPES, OPS, ConvCase, ConvProblem
-from harness.running.calling import CheckFailure
-from harness.running.capabilities import Capabilities, CapabilitiesError
-from harness.running.loader import load_implementation
+from conv_harness.checks import algorithms
+from conv_harness.checks.registry import run_check
+from conv_harness.problem import DTYPES, OPS, ConvCase, ConvProblem
+from conv_harness.running.calling import CheckFailure
+from conv_harness.running.capabilities import Capabilities, CapabilitiesError
+from conv_harness.running.loader import load_implementation
 from strategies.cases import draw_case
 from tests.harness.conftest import QUIET
 from tests.harness.in_process import run_entries

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.path_options import joined_path_options
-from harness.running.isolate import read_record
+from conv_harness.path_options import joined_path_options
+from conv_harness.running.isolate import read_record
 
 BROKEN = Path(__file__).resolve().parent / "broken"
 FORWARD = "conv2d and test_forward"
@@ -101,7 +101,7 @@ def _assert_reported(output: str, failures: Path, impl: str, check: str, line: s
     """``impl``'s test failed with ``check``, the one-line message matching ``line``
     (a regex) in the report and in its case file."""
     assert _outcome(output, f"{test}[{impl}-conv2d]") == "FAILED"
-    # A test's report is the harness's own text (harness/triage/search.py), whose
+    # A test's report is the harness's own text (conv_harness/triage/search.py), whose
     # lines pytest prints as they are; a crash report of xdist's starts them "E   ".
     shown = line.replace(r"^E\s+", r"^(E\s+)?")
     assert re.search(shown, output, re.M), f"{impl}: no line matching {line!r}\n{output[-4000:]}"
@@ -183,7 +183,7 @@ def test_others_in_process_run_passed_and_quietly(results):
     assert everything.count("NOISY-IMPORT-WARNING") == 1
     assert re.search(r"warnings it raised \(on import and in its calls\): \d+; the first: "
                      r"UserWarning: NOISY-IMPORT-WARNING", done.stdout)
-    # NOISY-IMPORT-STDERR still shows: harness/running/loader.py's _quiet() redirects
+    # NOISY-IMPORT-STDERR still shows: conv_harness/running/loader.py's _quiet() redirects
     # stdout only at import (its owner is asked to redirect stderr too).
 
 

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
-from harness.problem import OPS
-from harness.running.capabilities import Capabilities, CapabilitiesError
-from harness.running.loader import SpecError, load_implementation
+from conv_harness.problem import OPS
+from conv_harness.running.capabilities import Capabilities, CapabilitiesError
+from conv_harness.running.loader import SpecError, load_implementation
 from strategies import conv_cases, conv_problems
 from strategies.invalid import invalid_cases
 
@@ -229,7 +229,7 @@ def test_no_common_dtype_is_a_clear_error():
 def _case(**changes):
     import numpy as np
 
-    from harness.problem import ConvCase, ConvProblem
+    from conv_harness.problem import ConvCase, ConvProblem
     params = dict(op="conv2d", batch=1, in_channels=2, out_channels=2, input_size=(3, 3),
                   kernel_size=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(2, 2),
                   groups=2, bias=True, dtype="float64")

@@ -16,15 +16,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.checks.registry import examine
-from harness.descriptor import format_descriptor, parse_descriptor
-from harness.problem import ConvCase, ConvProblem, in_fewer_dimensions
-from harness.running.loader import load_implementation
-from harness.running.capabilities import Capabilities
-from harness.triage import boundary, causes, evidence
-from harness.triage.catalog import Bug, merge, part_of, signature
-from harness.triage.explain import Row, explain, failure_probe
-from harness.triage.runner import ScriptRunner
+from conv_harness.checks.registry import examine
+from conv_harness.descriptor import format_descriptor, parse_descriptor
+from conv_harness.problem import ConvCase, ConvProblem, in_fewer_dimensions
+from conv_harness.running.loader import load_implementation
+from conv_harness.running.capabilities import Capabilities
+from conv_harness.triage import boundary, causes, evidence
+from conv_harness.triage.catalog import Bug, merge, part_of, signature
+from conv_harness.triage.explain import Row, explain, failure_probe
+from conv_harness.triage.runner import ScriptRunner
 from tests.harness.in_process import run_entries
 from tests.harness.test_triage import constant_case, problem, scripts_exit_1
 
@@ -112,7 +112,7 @@ def test_a_smaller_stride_keeps_the_remainder_with_more_outputs():
     input leaves no remainder, so a remainder bug would pass there and read as a
     'stride >= 3' bug. The change keeps the remainder (1, the most stride 2 leaves)
     with one output more; a remainder of 0 or 1 at stride 3 is made so too."""
-    from harness.triage import features as ft
+    from conv_harness.triage import features as ft
     p = problem(input_size=(1, 1), padding=(0, 1), stride=(1, 3))
     assert ft.values(p, {})["remainder"] == (0, 2)
     for feature, value, remainder in [("stride", 2, 1), ("remainder", 0, 0),
@@ -291,7 +291,7 @@ def test_the_lower_precision_is_that_of_the_failing_result_only():
 
 
 def _bug(failure, function, p, conditions=(), **kw) -> Bug:
-    from harness.triage.explain import Condition
+    from conv_harness.triage.explain import Condition
     return Bug(check=kw.pop("check", "forward"), failure=failure, function=function, op=p.op,
                params=p.params(), layouts={}, trigger="t",
                conditions=[Condition(*c) for c in conditions],
@@ -471,8 +471,8 @@ def test_an_axis_condition_read_on_another_dimensionality_is_the_axis_of_its_nam
     same N-d code path, and not a stride on d alone: a different cause, which must be
     found and explained, not swallowed. An exception's message is evidence of its own:
     a conv1d dilation refusal covers conv3d's on any axis."""
-    from harness.running.calling import CheckFailure
-    from harness.triage.explain import Condition, matches
+    from conv_harness.running.calling import CheckFailure
+    from conv_harness.triage.explain import Condition, matches
     stride_w = Condition("stride", ">=", 2, 0, axes=1)
     assert Condition.from_json(stride_w.to_json()) == stride_w
     gather = _bug("forward", "conv1d", _conv("conv1d", input_size=(2,), stride=(2,)),
@@ -528,7 +528,7 @@ def test_a_further_search_excludes_a_sighting_as_it_would_its_own_cause():
     reaches the forward's own failure), unless evidence attributed it: a grad_bias
     wrong by a float32 rounding under a float32 cause leaves room for a grad_bias taken
     as a mean in that region."""
-    from harness.triage.search import _excludes
+    from conv_harness.triage.search import _excludes
     cause = _bug("raised", "conv1d", problem(dilation=(2, 1)), [("dilation", ">=", 2, 0)],
                  signature="raised ValueError: no")
     by_region = _bug("raised", "conv3d", problem(dilation=(2, 1)), [("dilation", ">=", 2, 0)],
@@ -598,7 +598,7 @@ def test_a_script_that_fails_after_a_note_reproduces_its_bug():
     its FAILED line follows, or, for a bug that raises, Python's traceback (on stderr).
     It reproduces the bug (the float32 entry's linearity script, and nd_two_causes'
     dilation cause found by finite_difference, showed reproduces_alone null)."""
-    from harness.triage.history import _fails
+    from conv_harness.triage.history import _fails
     note = "note: check 'linearity' is not restated here; comparing every result with torch\n"
     assert _fails((1, note + "FAILED mine conv2d check linearity:\ndtype: ...\n")) is True
     assert _fails((1, note + "Traceback ...\n")) is None
@@ -954,7 +954,7 @@ def test_the_bug_count_says_which_scripts_were_not_run_alone_and_why():
     """A script not run alone (here: no case file was saved) is counted apart from the
     scripts that passed alone, and the entry says why, where the count once read
     "1 not: see below" with nothing below."""
-    from harness.reporting.summary import bug_lines
+    from conv_harness.reporting.summary import bug_lines
 
     def bug(failure: str, alone: bool | None) -> Bug:
         found = Bug(check="forward", failure=failure, function="conv2d", op="conv2d",

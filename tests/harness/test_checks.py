@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from hypothesis import Phase, find, given, settings
 
-from harness.checks.registry import REGISTRY, run_check
-from harness.problem import OPS, ConvCase, ConvProblem
-from harness.running.loader import load_implementation
+from conv_harness.checks.registry import REGISTRY, run_check
+from conv_harness.problem import OPS, ConvCase, ConvProblem
+from conv_harness.running.loader import load_implementation
 from strategies import conv_cases
 from tests.harness.conftest import QUIET, fails
 
@@ -92,7 +92,7 @@ def test_the_normwise_floor_survives_values_whose_squares_underflow():
 
 
 def test_every_registered_check_has_its_conformance_test():
-    from harness.conformance import test_conformance, test_properties
+    from conv_harness.conformance import test_conformance, test_properties
 
     generated = {name for module in (test_conformance, test_properties)
                  for name in vars(module) if name.startswith("test_")}
@@ -102,8 +102,8 @@ def test_every_registered_check_has_its_conformance_test():
 def test_a_check_is_added_in_one_place_its_registration(monkeypatch):
     """Registering a check is all it takes: its test is generated, in the module it
     names, with its marker, and skipped unless its opt-in option is given."""
-    from harness.checks.check import Check
-    from harness.conformance.generate import conformance_tests
+    from conv_harness.checks.check import Check
+    from conv_harness.conformance.generate import conformance_tests
 
     monkeypatch.setitem(REGISTRY, "always_passes", Check(
         "always_passes", lambda impl, case, timeout: None, (), oracle=False,
@@ -120,7 +120,7 @@ def test_a_check_is_added_in_one_place_its_registration(monkeypatch):
 def test_the_forward_oracle_alone_gives_the_same_result_and_magnitude():
     """The forward check asks torch for the forward alone (its backward is most of a
     small problem's torch time); what it gets is what the full call gives."""
-    from harness.checks import oracle
+    from conv_harness.checks import oracle
     from strategies.cases import noise_case
 
     for op in ("conv1d", "conv_transpose2d"):

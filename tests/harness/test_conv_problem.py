@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.checks.registry import run_check
-from harness.descriptor import parse_problem_line
-from harness.running.loader import load_implementation
+from conv_harness.checks.registry import run_check
+from conv_harness.descriptor import parse_problem_line
+from conv_harness.running.loader import load_implementation
 from strategies.archetypes import classify
 from strategies.cases import noise_case
 

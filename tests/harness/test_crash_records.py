@@ -3,7 +3,7 @@
 A call that corrupts the heap often kills the process later, at an
 allocation in the caller's own code: in the harness, while it writes the
 next call's in-flight record. The record of the call that did the damage
-must survive that (harness/running/isolate.py, `CrashRecorder`): before,
+must survive that (conv_harness/running/isolate.py, `CrashRecorder`): before,
 it was removed when the call returned, and such a crash lost its problem.
 ``dies_later.py`` returns right results, but a call with padding makes the
 process abort at its next file write, the next record's.
@@ -65,8 +65,8 @@ def test_a_test_that_is_not_a_conformance_test_drops_the_last_calls_record(tmp_p
     reported as a crash of the last conformance call it had made, tests earlier."""
     from types import SimpleNamespace
 
-    from harness.problem import ConvProblem
-    from harness.running import isolate
+    from conv_harness.problem import ConvProblem
+    from conv_harness.running import isolate
     from strategies.cases import noise_case
 
     recorder = isolate.CrashRecorder(tmp_path, "gw0", "run")
@@ -93,8 +93,8 @@ def test_a_record_holds_the_calls_arrays_after_one_line_of_json(tmp_path):
 
     import numpy as np
 
-    from harness.problem import ConvProblem
-    from harness.running import isolate
+    from conv_harness.problem import ConvProblem
+    from conv_harness.running import isolate
     from strategies.cases import noise_case
 
     p = ConvProblem(op="conv2d", batch=2, in_channels=3, out_channels=2, input_size=(4, 5),

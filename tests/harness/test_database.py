@@ -2,7 +2,7 @@
 
 Against a real Redis server (Debian's ``redis-server``, which .ci/run
 installs), started on a free loopback port for this module and stopped
-after. Each run is ``conv-harness`` (``python -m harness.cli``) in a folder
+after. Each run is ``conv-harness`` (``python -m conv_harness.cli``) in a folder
 of its own, with a local example database of its own (``.hypothesis/`` of
 that folder), as two machines would be.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import pytest_args
+from conv_harness.cli import pytest_args
 from tests.harness.pytest_server import SERVER
 
 BUG = ("--impl", "conv_impl.tutorial", "-k", "test_grad_input and conv2d]",
@@ -30,7 +30,7 @@ SEARCH = ("--hypothesis-profile", "dev")
 #: database's examples, so that what it finds can only have come from there
 REPLAY_ONLY = """
 from hypothesis import Phase, settings
-from harness.profiles import register
+from conv_harness.profiles import register
 register()
 settings.register_profile("replay-only", settings.get_profile("dev"),
                           phases=[Phase.explicit, Phase.reuse])
@@ -92,7 +92,7 @@ def _redis_keys(url: str) -> list[bytes]:
 def conv_harness(folder: Path, *args: str, env: dict | None = None,
                  timeout: float = 300) -> subprocess.CompletedProcess:
     """``conv-harness ARGS`` run in ``folder``, as on a machine of its own: the pytest
-    command the console script runs (`harness.cli.pytest_args`), forked from the
+    command the console script runs (`conv_harness.cli.pytest_args`), forked from the
     server. The script itself replaces its process by that command (`run_in_place`),
     a fresh interpreter and torch import for each run; tests/harness/test_installed.py
     runs the installed script."""

@@ -6,13 +6,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.descriptor import (
+from conv_harness.descriptor import (
     DescriptorError,
     descriptor_name,
     format_descriptor,
     parse_descriptor,
 )
-from harness.problem import OPS, ConvProblem
+from conv_harness.problem import OPS, ConvProblem
 from strategies import conv_problems
 
 

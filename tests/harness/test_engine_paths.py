@@ -16,7 +16,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 
 from conv_impl import einsum
-from harness.problem import OPS
+from conv_harness.problem import OPS
 from strategies import conv_cases
 
 EVERY_PATH = Path(__file__).resolve().parent / "einsum_every_path.py"

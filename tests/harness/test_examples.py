@@ -51,7 +51,7 @@ def run_examples(run_pytest, *args, examples: int, timeout: float = 300):
 
 
 def summary_block(stdout: str, name: str) -> str:
-    """The run summary's lines for implementation ``name`` (harness/reporting/summary.py)."""
+    """The run summary's lines for implementation ``name`` (conv_harness/reporting/summary.py)."""
     match = re.search(rf"^{re.escape(name)} \[.*?\]: .*?(?=^\S|\Z)", stdout, re.M | re.S)
     assert match, f"no summary for {name}:\n{stdout}"
     return match.group(0)

@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.descriptor import format_descriptor
-from harness.checks.registry import run_check
-from harness.problem import ConvCase, ConvProblem
-from harness.reporting.failures import (
+from conv_harness.descriptor import format_descriptor
+from conv_harness.checks.registry import run_check
+from conv_harness.problem import ConvCase, ConvProblem
+from conv_harness.reporting.failures import (
     SCHEMA_VERSION,
     CaseFileError,
     case_path,
@@ -36,10 +36,10 @@ from harness.reporting.failures import (
     script_path,
     unpacked_inputs,
 )
-from harness.running.calling import CheckFailure
-from harness.running.loader import load_implementation
-from harness.running.target import Target
-from harness.suite import failure_text, save_failure, saved_lines
+from conv_harness.running.calling import CheckFailure
+from conv_harness.running.loader import load_implementation
+from conv_harness.running.target import Target
+from conv_harness.suite import failure_text, save_failure, saved_lines
 
 PROBLEM = dict(op="conv2d", batch=1, in_channels=2, out_channels=2, input_size=(3, 2),
                kernel_size=(2, 1), stride=(1, 1), padding=(0, 1), dilation=(1, 1), groups=1)

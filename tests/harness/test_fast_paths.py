@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.checks.registry import run_check
-from harness.descriptor import format_descriptor
-from harness.problem import ConvProblem
-from harness.running.calling import CheckFailure
-from harness.running.loader import load_implementation
-from harness.suite import found_on
+from conv_harness.checks.registry import run_check
+from conv_harness.descriptor import format_descriptor
+from conv_harness.problem import ConvProblem
+from conv_harness.running.calling import CheckFailure
+from conv_harness.running.loader import load_implementation
+from conv_harness.suite import found_on
 from strategies import archetypes
 from strategies.cases import noise_case
 from tests.harness import fast_paths, in_process

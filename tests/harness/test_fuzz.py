@@ -1,4 +1,4 @@
-"""Fuzz campaigns with HypoFuzz (harness/fuzz.py): a short campaign finds the tutorial's
+"""Fuzz campaigns with HypoFuzz (conv_harness/fuzz.py): a short campaign finds the tutorial's
 bug, and the follow-up ``conv-harness --conv-db`` replays it and writes its case file.
 
 Opt-in: it needs a Python with the ``[fuzz]`` extra, which pins Hypothesis below
@@ -33,7 +33,7 @@ SELECT = ("--impl", "conv_impl.tutorial", "-k", "test_grad_input and conv2d]")
 #: the follow-up's profile: the database's examples, shrunk, and no search of its own
 REPLAY_ONLY = """
 from hypothesis import Phase, settings
-from harness.profiles import register
+from conv_harness.profiles import register
 register()
 settings.register_profile("replay-only", settings.get_profile("dev"),
                           phases=[Phase.explicit, Phase.reuse, Phase.shrink])
@@ -50,7 +50,7 @@ def _fuzz_python() -> str:
     given = os.environ.get("CONV_FUZZ_PYTHON", "").strip()
     python = given or sys.executable
     python = str(Path(python).absolute()) if os.sep in python else python
-    probe = subprocess.run([python, "-c", "import hypofuzz, harness; print(harness.__file__)"],
+    probe = subprocess.run([python, "-c", "import hypofuzz, harness; print(conv_harness.__file__)"],
                            capture_output=True, text=True, cwd=Path(os.sep))
     if probe.returncode != 0 and "hypofuzz" in probe.stderr:
         pytest.skip("needs HypoFuzz: a Python with conv-harness[fuzz] in $CONV_FUZZ_PYTHON "
@@ -73,10 +73,10 @@ def _key_dir(python: str, cwd: Path) -> str:
 import hashlib, sys
 from pathlib import Path
 from hypothesis.internal.reflection import function_digest
-from harness.running.loader import load_implementation
-from harness.running.target import Target
-from harness.triage.search import database_key
-import harness.conformance.test_conformance as tests
+from conv_harness.running.loader import load_implementation
+from conv_harness.running.target import Target
+from conv_harness.triage.search import database_key
+import conv_harness.conformance.test_conformance as tests
 inner = tests.test_grad_input.hypothesis.inner_test
 target = Target(load_implementation("conv_impl.tutorial"), "conv2d", None, Path("."))
 inner._hypothesis_internal_add_digest = database_key(target, "grad_input")
@@ -122,8 +122,8 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 def test_the_fuzz_command_runs_the_installed_suite_with_the_harness_keys():
-    """What ``python -m harness.fuzz`` runs (no HypoFuzz needed to check that)."""
-    from harness import cli, fuzz
+    """What ``python -m conv_harness.fuzz`` runs (no HypoFuzz needed to check that)."""
+    from conv_harness import cli, fuzz
 
     args = fuzz.command(["-n", "4", "--no-dashboard", "--", "--impl", "x.py", "-k", "forward"])
     i = args.index("fuzz")
@@ -149,7 +149,7 @@ def test_a_short_campaign_finds_the_tutorials_bug_and_the_follow_up_writes_its_c
            if k not in ("CONV_IMPL", "CONV_DB", "HYPOTHESIS_PROFILE", "PYTEST_ADDOPTS")}
     log = (tmp_path / "campaign.log").open("w")
     process = subprocess.Popen(
-        [python, "-m", "harness.fuzz", "-n", "1", "--dashboard", "--host", "127.0.0.1",
+        [python, "-m", "conv_harness.fuzz", "-n", "1", "--dashboard", "--host", "127.0.0.1",
          "--port", str(port), "--", *SELECT, "--conv-db", str(db)],
         cwd=campaign, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     start = time.monotonic()
@@ -175,7 +175,7 @@ def test_a_short_campaign_finds_the_tutorials_bug_and_the_follow_up_writes_its_c
     # own: it can only fail on what the campaign saved, which it shrinks to the minimum.
     (follow_up / "replay_only.py").write_text(REPLAY_ONLY)
     done = subprocess.run(
-        [python, "-m", "harness.cli", "-q", *SELECT, "--conv-db", str(db), "--conv-max-bugs",
+        [python, "-m", "conv_harness.cli", "-q", *SELECT, "--conv-db", str(db), "--conv-max-bugs",
          "1", "-p", "replay_only", "--hypothesis-profile", "replay-only"],
         cwd=follow_up, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
@@ -195,13 +195,13 @@ def test_a_short_campaign_finds_the_tutorials_bug_and_the_follow_up_writes_its_c
     assert impl["verdict"] == "failed" and impl["bugs"]
 
 
-# -- campaigns on a Redis database, ^C, nothing to fuzz (harness/fuzz.py's supervisor) ------
+# -- campaigns on a Redis database, ^C, nothing to fuzz (conv_harness/fuzz.py's supervisor) ------
 
 def test_the_supervisor_drops_hypofuzzs_claim_and_notes_when_nothing_was_collected():
     """No HypoFuzz needed: the relay of the campaign's output."""
     import io
 
-    from harness import fuzz
+    from conv_harness import fuzz
 
     out = io.StringIO()
     relay = fuzz.Relay(io.StringIO("using 1 process to fuzz 1 test\n"
@@ -226,7 +226,7 @@ def _campaign(python: str, folder: Path, *suite: str) -> subprocess.Popen:
     folder.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items()
            if k not in ("CONV_IMPL", "CONV_DB", "HYPOTHESIS_PROFILE", "PYTEST_ADDOPTS")}
-    return subprocess.Popen([python, "-m", "harness.fuzz", "-n", "1", "--no-dashboard", "--",
+    return subprocess.Popen([python, "-m", "conv_harness.fuzz", "-n", "1", "--no-dashboard", "--",
                              *SELECT, *suite], cwd=folder, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
@@ -264,7 +264,7 @@ def test_a_campaign_on_redis_fuzzes_finds_the_bug_and_ctrl_c_ends_it_with_a_summ
     assert "differing_database" not in output and "no Hypothesis tests found" not in output
     for noise in ("Traceback", "KeyboardInterrupt", "Aborted!", "Found a failing input"):
         assert noise not in output, output[-4000:]
-    assert (f"harness.fuzz: campaign stopped: 1 of 1 fuzzed tests have a failing input, "
+    assert (f"conv_harness.fuzz: campaign stopped: 1 of 1 fuzzed tests have a failing input, "
             f"saved in {url}") in output, output[-4000:]
     assert "test_grad_input[conv_impl.tutorial-conv2d]: " in output
     assert process.returncode == 1
@@ -276,7 +276,7 @@ def test_a_campaign_with_nothing_to_fuzz_says_what_to_use_instead(tmp_path):
     process = _campaign(python, tmp_path / "fuzz-machine", "--hypothesis-profile", "ci")
     output = _output(process)
     assert process.returncode == 4, output[-4000:]
-    lines = [line for line in output.splitlines() if line.startswith("harness.fuzz:")]
+    lines = [line for line in output.splitlines() if line.startswith("conv_harness.fuzz:")]
     assert len(lines) == 1 and "nothing to fuzz" in lines[0], output[-4000:]
     assert "--hypothesis-profile dev or thorough" in lines[0]
     for noise in ("Traceback", "Found a failing input", "no Hypothesis tests found"):

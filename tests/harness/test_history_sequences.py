@@ -4,7 +4,7 @@
 and wrong from the third on (a state built up over several calls). Alone, the
 failing call passes; the same call made once before, or a call with other
 values first, still passes (two calls). The run's record of its calls
-(harness/triage/history.py's `CallLog`, in the run's state) holds the calls it made
+(conv_harness/triage/history.py's `CallLog`, in the run's state) holds the calls it made
 on that problem before the failing one; the shortest tail of them that shows the bug goes into
 the case file's ``before``, and the script and ``--replay`` make those calls.
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.problem import ConvCase, ConvProblem
-from harness.triage.history import CallLog
+from conv_harness.problem import ConvCase, ConvProblem
+from conv_harness.triage.history import CallLog
 from strategies.cases import noise
 from tests.harness.test_triage import in_process, scripts_exit_1
 

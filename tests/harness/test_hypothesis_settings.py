@@ -42,7 +42,7 @@ _LITERAL_DRAWS = """
 import sys
 sys.path.insert(0, sys.argv[1])
 from hypothesis import given, settings, strategies as st
-from harness.profiles import without_local_constants
+from conv_harness.profiles import without_local_constants
 if sys.argv[2] == "left out":
     assert without_local_constants()
 import literal_module
@@ -59,11 +59,11 @@ print(drawn.count(literal_module.LITERAL))
 def test_the_harness_tests_draw_no_constants_of_local_modules(tmp_path):
     """Hypothesis draws literals of the local modules a process has imported, so a
     derandomised search would find what it finds depending on the modules loaded
-    before it and on every literal of the harness's code (harness/profiles.py). The
+    before it and on every literal of the harness's code (conv_harness/profiles.py). The
     harness's in-process tests leave them out: in a process that does as tests/harness/conftest.py,
     a module's literal is never drawn; in one that does not, it is."""
     from tests.harness.conftest import LOCAL_CONSTANTS_LEFT_OUT, PROJECT_ROOT
-    assert LOCAL_CONSTANTS_LEFT_OUT, "Hypothesis's internals moved: see harness/profiles.py"
+    assert LOCAL_CONSTANTS_LEFT_OUT, "Hypothesis's internals moved: see conv_harness/profiles.py"
     (tmp_path / "literal_module.py").write_text("LITERAL = 10**12 + 777_777\n"
                                                 "VALUE = 1000000777777\n")
     counts = {}

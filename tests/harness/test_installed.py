@@ -28,14 +28,14 @@ import pytest
 from tests.harness.conftest import PROJECT_ROOT
 
 #: what a wheel is built from: the packaged folders and the corpus it carries
-SOURCES = ("pyproject.toml", "setup.py", "README.md", "conv_impl", "strategies", "harness",
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "conv_impl", "strategies", "conv_harness",
            "tests/regressions")
 QUICK = ("--hypothesis-profile", "harness-test", "-p", "no:randomly")
 #: a profile of the user's own, as a plugin module in their folder (``-p quick_profile``):
 #: the whole suite on few examples, to see every check run on a correct implementation
 QUICK_PROFILE = """
 from hypothesis import settings
-from harness.profiles import register
+from conv_harness.profiles import register
 register()
 settings.register_profile("quick", settings.get_profile("harness-test"), max_examples=20)
 """
@@ -120,21 +120,24 @@ def folder(tmp_path) -> Path:
 def test_the_wheel_carries_the_suite_its_settings_and_the_corpus(installed):
     names = set(zipfile.ZipFile(installed.wheel).namelist())
     for module in ("test_conformance", "test_properties", "test_regressions", "conftest"):
-        assert f"harness/conformance/{module}.py" in names
-    assert "harness/conformance/pytest.ini" in names
+        assert f"conv_harness/conformance/{module}.py" in names
+    assert "conv_harness/conformance/pytest.ini" in names
+    # one import package named after the distribution: no top-level name others hold
+    assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(
+        (".dist-info", ".data"))} == {"conv_harness", "conv_impl", "strategies"}, names
     # pyproject.toml lists the packages: a new subpackage must be listed there too
-    for top in ("conv_impl", "strategies", "harness"):
+    for top in ("conv_impl", "strategies", "conv_harness"):
         for init in (PROJECT_ROOT / top).rglob("__init__.py"):
             assert init.relative_to(PROJECT_ROOT).as_posix() in names, \
                 f"{init.parent} is not in the wheel: add it to pyproject.toml's packages"
     corpus = sorted(p.name for p in (PROJECT_ROOT / "tests" / "regressions").glob("*.json"))
-    assert corpus and all(f"harness/conformance/regressions/{n}" in names for n in corpus)
+    assert corpus and all(f"conv_harness/conformance/regressions/{n}" in names for n in corpus)
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     text = zipfile.ZipFile(installed.wheel).read(entry_points).decode()
-    assert "conv-harness = harness.cli:main" in text
+    assert "conv-harness = conv_harness.cli:main" in text
     # The venv imports the installed copy, not this checkout.
     where = subprocess.run([str(installed.python), "-c",
-                            "import harness.conformance; print(harness.conformance.__file__)"],
+                            "import conv_harness.conformance; print(conv_harness.conformance.__file__)"],
                            cwd=installed.root, capture_output=True, text=True, check=True)
     assert where.stdout.strip().startswith(str(installed.root))
     print("timings (s):", {k: round(v, 2) for k, v in installed.timings.items()})
@@ -148,7 +151,7 @@ def test_a_correct_implementation_passes_from_an_empty_folder(installed, folder)
                          cwd=folder)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     suite = installed.root / "lib"
-    assert f"rootdir: {suite}" in done.stdout and "harness/conformance" in done.stdout
+    assert f"rootdir: {suite}" in done.stdout and "conv_harness/conformance" in done.stdout
     # every check of the installed suite ran on it, and so did the packaged corpus
     for check in ("forward", "grad_input", "grad_weight", "grad_bias", "repeatable", "adjoint",
                   "linearity", "finite_difference", "pointwise", "delta_kernel"):
@@ -206,4 +209,4 @@ def test_the_users_own_pytest_files_do_not_change_the_run(installed, folder):
     missing = installed.run("--impl", "nowhere.py", cwd=folder)
     assert missing.returncode == 4 and "nowhere.py" in missing.stderr
     assert (folder / ".pytest_cache").is_dir()  # pytest's cache is the folder's own
-    assert not list(installed.root.rglob("harness/conformance/.pytest_cache"))
+    assert not list(installed.root.rglob("conv_harness/conformance/.pytest_cache"))

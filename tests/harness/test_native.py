@@ -17,14 +17,14 @@ import pytest
 import torch
 from hypothesis import Phase, assume, given, settings
 
-from harness.checks import threads
-from harness.checks.registry import examine, run_check
-from harness.problem import CHANNEL_LAYOUTS, LAYOUTS_OF, ConvCase, ConvProblem, make_layout
-from harness.running import native
-from harness.running.calling import CheckFailure
-from harness.running.capabilities import Capabilities
-from harness.running.isolate import _layout_of
-from harness.running.loader import SpecError, load_implementation
+from conv_harness.checks import threads
+from conv_harness.checks.registry import examine, run_check
+from conv_harness.problem import CHANNEL_LAYOUTS, LAYOUTS_OF, ConvCase, ConvProblem, make_layout
+from conv_harness.running import native
+from conv_harness.running.calling import CheckFailure
+from conv_harness.running.capabilities import Capabilities
+from conv_harness.running.isolate import _layout_of
+from conv_harness.running.loader import SpecError, load_implementation
 from strategies import conv_cases
 from strategies.cases import noise
 from tests.harness import in_process
@@ -522,7 +522,7 @@ def test_a_lower_precision_is_named_on_positive_evidence_only(dtype, factor, cha
     sums on a small problem, and a float32 one off by 2**-12 fits TF32's envelope; both
     are wrong values, not a precision to declare. tf32_undeclared and bfloat16_sums are
     (``channels`` where they fail: 1024 ones summed in bfloat16 stop at 256)."""
-    from harness.triage.evidence import undeclared_precision
+    from conv_harness.triage.evidence import undeclared_precision
     path = tmp_path / "off_by.py"
     path.write_text(f"from tests.harness.test_native import _OffBy\n"
                     f"impl = _OffBy({factor!r}, {dtype!r})\n")

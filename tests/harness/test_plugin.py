@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from harness.path_options import joined_path_options, path_options_read_as_test_paths
+from conv_harness.path_options import joined_path_options, path_options_read_as_test_paths
 from tests.harness.conftest import PROJECT_ROOT
 
 FORWARD_2D = ("-k", "test_forward and conv2d]", "-rA")

@@ -12,13 +12,13 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 from conv_impl import tutorial
-from harness.checks import oracle
-from harness.checks.closed_form import closed_forms, magnitudes
-from harness.checks.registry import REGISTRY, run_check
-from harness.problem import OPS, ConvCase, ConvProblem
-from harness.running.calling import CheckFailure
-from harness.running.capabilities import Capabilities
-from harness.running.loader import (
+from conv_harness.checks import oracle
+from conv_harness.checks.closed_form import closed_forms, magnitudes
+from conv_harness.checks.registry import REGISTRY, run_check
+from conv_harness.problem import OPS, ConvCase, ConvProblem
+from conv_harness.running.calling import CheckFailure
+from conv_harness.running.capabilities import Capabilities
+from conv_harness.running.loader import (
     CONTRACT_FUNCTIONS,
     Implementation,
     load_implementation,
@@ -240,7 +240,7 @@ def test_gamma_is_finite_and_sound_past_n_u_of_one():
     2048 float16 ones); its source, (1 + u)**n - 1, bounds n roundings for every n."""
     import math
 
-    from harness.checks.tolerance import gamma
+    from conv_harness.checks.tolerance import gamma
     u = 2.0 ** -8
     assert gamma(100, u) == 100 * u / (1 - 100 * u)
     for n in (256, 257, 4096, 10 ** 6, 10 ** 9):
@@ -278,7 +278,7 @@ class _Bfloat16ThroughFloat64:
 def test_bfloat16_reductions_of_256_terms_and_more_pass(check):
     """bfloat16's u = 2**-8, so grad_weight over 256 positions had an infinite bound
     and a zero result an allowed error of NaN (inf * 0): every correct kernel failed."""
-    from harness.problem import bfloat16
+    from conv_harness.problem import bfloat16
     impl = as_impl(_Bfloat16ThroughFloat64, "bf16_via_float64")
     for positions, kernel in ((256, 1), (300, 3)):
         p = ConvProblem(op="conv1d", batch=1, in_channels=2, out_channels=2,

@@ -12,10 +12,10 @@ import warnings
 import numpy as np
 import pytest
 
-from harness.checks.compare import compare
-from harness.checks.tolerance import Tolerance
-from harness.reporting import coverage
-from harness.running.calling import silenced
+from conv_harness.checks.compare import compare
+from conv_harness.checks.tolerance import Tolerance
+from conv_harness.reporting import coverage
+from conv_harness.running.calling import silenced
 
 
 def test_a_huge_error_over_a_tiny_bound_is_a_mismatch_without_a_warning():

@@ -1,4 +1,4 @@
-"""``pytest --replay`` and the regression corpus (harness/replay.py).
+"""``pytest --replay`` and the regression corpus (conv_harness/replay.py).
 
 In process: the corpus fails for the tutorial and holds for the correct
 implementations; skip reasons; every kind of bad input is a clear error
@@ -15,13 +15,13 @@ import sys
 
 import pytest
 
-from harness import replay
-from harness.checks.registry import run_check
-from harness.reporting.failures import CaseFileError, dump_record, load_case
-from harness.reporting.script import render_script
-from harness.running.calling import CheckFailure
-from harness.running.capabilities import Capabilities
-from harness.running.loader import load_implementation
+from conv_harness import replay
+from conv_harness.checks.registry import run_check
+from conv_harness.reporting.failures import CaseFileError, dump_record, load_case
+from conv_harness.reporting.script import render_script
+from conv_harness.running.calling import CheckFailure
+from conv_harness.running.capabilities import Capabilities
+from conv_harness.running.loader import load_implementation
 
 CORPUS = replay.corpus_files()
 CORRECT = ("conv_impl.einsum", "conv_impl.direct", "conv_impl.im2col")

@@ -1,4 +1,4 @@
-"""The standalone reproduction script (harness/reporting/script.py).
+"""The standalone reproduction script (conv_harness/reporting/script.py).
 
 Scripts for many generated cases are loaded in process and compared with the
 harness: the same values bit for bit, the same memory layouts, the same
@@ -22,15 +22,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.checks import oracle
-from harness.checks.registry import run_check
-from harness.checks.tolerance import tolerance
-from harness.problem import OPS, make_layout
-from harness.replay import corpus_files
-from harness.reporting.failures import case_record, load_case
-from harness.reporting.script import render_script
-from harness.running.calling import CheckFailure
-from harness.running.loader import load_implementation
+from conv_harness.checks import oracle
+from conv_harness.checks.registry import run_check
+from conv_harness.checks.tolerance import tolerance
+from conv_harness.problem import OPS, make_layout
+from conv_harness.replay import corpus_files
+from conv_harness.reporting.failures import case_record, load_case
+from conv_harness.reporting.script import render_script
+from conv_harness.running.calling import CheckFailure
+from conv_harness.running.loader import load_implementation
 from strategies import conv_cases
 
 ALLOWED_IMPORTS = {"importlib", "importlib.util", "inspect", "math", "os", "sys", "threading",
@@ -226,8 +226,8 @@ def test_a_relative_spec_is_found_from_the_current_folder_and_a_module_by_name(t
 
 
 def test_the_time_limit_is_read_from_the_recorded_failure():
-    from harness.reporting.script import recorded_time_limit
-    from harness.running.calling import timeout_failure
+    from conv_harness.reporting.script import recorded_time_limit
+    from conv_harness.running.calling import timeout_failure
 
     full = timeout_failure("conv2d", 0.5, 0.5).message
     shorter = timeout_failure("conv2d", 0.25, 10.0).message
@@ -238,7 +238,7 @@ def test_the_time_limit_is_read_from_the_recorded_failure():
 
 
 def test_a_timeout_script_stops_at_its_recorded_limit_and_says_so(tmp_path):
-    from harness.running.calling import timeout_failure
+    from conv_harness.running.calling import timeout_failure
 
     _, case = load_case(corpus_files()[1])  # stride 3: tests/harness/broken/hangs.py loops
     assert case.problem.stride != (1, 1)

@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 
-from harness.checks.registry import run_check
-from harness.problem import OPS, ConvCase, ConvProblem
-from harness.running.calling import CheckFailure
-from harness.running.capabilities import Capabilities
-from harness.running.loader import load_implementation
+from conv_harness.checks.registry import run_check
+from conv_harness.problem import OPS, ConvCase, ConvProblem
+from conv_harness.running.calling import CheckFailure
+from conv_harness.running.capabilities import Capabilities
+from conv_harness.running.loader import load_implementation
 from strategies import DEFAULT_BOUNDS, conv_cases, conv_problems
 from strategies.cases import noise
 from strategies.problems import FLOAT16_MAX_TERMS, LARGE_TIERS

@@ -1,4 +1,4 @@
-"""One conformance test's state (harness/state.py): explicit, per test, never shared.
+"""One conformance test's state (conv_harness/state.py): explicit, per test, never shared.
 
 The searches are called here in process, with a state of their own, as the
 plugin calls them for each test.
@@ -15,11 +15,11 @@ from typing import Iterator
 
 from hypothesis import settings
 
-from harness import suite
-from harness.running.loader import load_implementation
-from harness.running.target import Target
-from harness.state import Budget, TestState, current, running
-from harness.triage import search
+from conv_harness import suite
+from conv_harness.running.loader import load_implementation
+from conv_harness.running.target import Target
+from conv_harness.state import Budget, TestState, current, running
+from conv_harness.triage import search
 from tests.harness.conftest import QUIET
 
 
@@ -112,7 +112,7 @@ def test_one_rule_for_the_smaller_case():
     """Sightings and merged entries pick their case by one rule (`ConvProblem.size_rank`):
     fewer array elements first (with the padding's positions, then without), then the
     plainer kernel, dilation, padding and stride."""
-    from harness.problem import ConvProblem
+    from conv_harness.problem import ConvProblem
 
     def problem(**changes):
         base = dict(op="conv2d", batch=1, in_channels=1, out_channels=1, input_size=(3, 1),
@@ -155,7 +155,7 @@ def test_a_hang_shortens_the_limit_for_the_rest_of_its_run_only():
     """What a time-out teaches (the function hangs: its later calls get ten times its
     slowest call that returned) belongs to the run's `TimeLimit`, held by every
     target of the run, not to the process: another run starts at the full limit."""
-    from harness.running.calling import CheckFailure, TimeLimit, invoke
+    from conv_harness.running.calling import CheckFailure, TimeLimit, invoke
 
     def sometimes_hangs(seconds):
         time.sleep(seconds)
@@ -184,9 +184,9 @@ def test_a_hang_shortens_the_limit_for_the_rest_of_its_run_only():
 #: the module globals the harness rebinds, each a resource of the process, not state
 #: of a test or a run: (file, name) -> why
 PROCESS_GLOBALS = {
-    ("harness/running/isolate.py", "_isolation"): "the --isolate zygote: a child process, "
+    ("conv_harness/running/isolate.py", "_isolation"): "the --isolate zygote: a child process, "
                                                   "started once per process",
-    ("harness/running/calling.py", "_call_observer"): "the hook the plugin installs into "
+    ("conv_harness/running/calling.py", "_call_observer"): "the hook the plugin installs into "
                                                       "every call of this process",
 }
 
@@ -208,7 +208,7 @@ def test_no_module_global_holds_the_state_of_a_test_or_a_run():
     """Issue 33: what one test or one run knows travels in `TestState` and `RunState`
     (and pytest's config.stash), never in a module global that a test must reset."""
     root = Path(__file__).resolve().parents[2]
-    assert rebound_globals(root, ("harness", "strategies")) == set(PROCESS_GLOBALS)
+    assert rebound_globals(root, ("conv_harness", "strategies")) == set(PROCESS_GLOBALS)
 
 
 def test_a_rebound_global_is_found(tmp_path):
@@ -221,11 +221,11 @@ def test_a_rebound_global_is_found(tmp_path):
 #: module-level containers the harness fills as it runs, each a cache or a resource
 #: of the process, not state of a test or a run: (file, name) -> why
 PROCESS_CONTAINERS = {
-    ("harness/checks/check.py", "REGISTRY"): "the checks, registered as their modules load",
-    ("harness/database.py", "_REDIS"): "one Redis client per server: Hypothesis's database "
+    ("conv_harness/checks/check.py", "REGISTRY"): "the checks, registered as their modules load",
+    ("conv_harness/database.py", "_REDIS"): "one Redis client per server: Hypothesis's database "
                                        "compares equal only over the same client",
-    ("harness/replay.py", "_LOADED"): "implementations a case file names, loaded once",
-    ("harness/triage/stored.py", "_NAMES"): "what a database object is called in messages",
+    ("conv_harness/replay.py", "_LOADED"): "implementations a case file names, loaded once",
+    ("conv_harness/triage/stored.py", "_NAMES"): "what a database object is called in messages",
 }
 
 #: constructors of an empty mutable container
@@ -262,7 +262,7 @@ def empty_containers(root: Path, folders: tuple[str, ...]) -> set[tuple[str, str
 
 def test_no_module_container_is_filled_with_the_state_of_a_test_or_a_run():
     root = Path(__file__).resolve().parents[2]
-    assert empty_containers(root, ("harness", "strategies")) == set(PROCESS_CONTAINERS)
+    assert empty_containers(root, ("conv_harness", "strategies")) == set(PROCESS_CONTAINERS)
 
 
 def test_a_module_container_is_found(tmp_path):
@@ -277,10 +277,10 @@ def test_a_follow_up_counts_what_it_excluded_and_only_what_it_ran_as_tried(tmp_p
     """A further search skips the problems in a known bug's region unrun: they are
     counted apart (what the triage says of a search cut short), and the coverage
     tally counts only the examples run, with their features."""
-    from harness.problem import ConvProblem
-    from harness.reporting import coverage
-    from harness.triage.catalog import Bug
-    from harness.triage.explain import Condition
+    from conv_harness.problem import ConvProblem
+    from conv_harness.reporting import coverage
+    from conv_harness.triage.catalog import Bug
+    from conv_harness.triage.explain import Condition
 
     p = ConvProblem(op="conv2d", batch=2, in_channels=1, out_channels=1, input_size=(3, 3),
                     kernel_size=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1),

@@ -1,4 +1,4 @@
-"""A shared database carries what was learned (harness/triage/stored.py, harness/database.py).
+"""A shared database carries what was learned (conv_harness/triage/stored.py, conv_harness/database.py).
 
 Against a real Redis server (tests/harness/test_database.py's fixture): the
 first machine's run explains the tutorial's bug and stores the explanation

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from harness.problem import OPS
-from harness.running.capabilities import Capabilities
+from conv_harness.problem import OPS
+from conv_harness.running.capabilities import Capabilities
 from strategies import conv_cases, conv_problems, features
 
 FAST = settings(max_examples=30, deadline=None, database=None,

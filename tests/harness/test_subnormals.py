@@ -12,21 +12,21 @@ import numpy as np
 import pytest
 from hypothesis import Phase, find, given, settings
 
-from harness.checks import oracle
-from harness.checks.registry import run_check
-from harness.checks.tolerance import (
+from conv_harness.checks import oracle
+from conv_harness.checks.registry import run_check
+from conv_harness.checks.tolerance import (
     FLUSH_NOTE,
     flushed,
     note_flushes,
     smallest_normal,
     tolerance,
 )
-from harness.problem import ConvCase, ConvProblem
-from harness.reporting import coverage
-from harness.reporting.failures import case_record
-from harness.reporting.script import render_script
-from harness.running.calling import CheckFailure
-from harness.running.loader import load_implementation
+from conv_harness.problem import ConvCase, ConvProblem
+from conv_harness.reporting import coverage
+from conv_harness.reporting.failures import case_record
+from conv_harness.reporting.script import render_script
+from conv_harness.running.calling import CheckFailure
+from conv_harness.running.loader import load_implementation
 from strategies import conv_cases
 from strategies.cases import NOISE_KINDS, noise
 from tests.harness.conftest import QUIET, fails
@@ -106,7 +106,7 @@ def test_the_bound_is_unchanged_away_from_the_bottom_of_the_range():
 
 
 def test_the_scripts_bound_is_the_harness_bound():
-    """harness/reporting/script.py restates the bound; both give the same number, also with
+    """conv_harness/reporting/script.py restates the bound; both give the same number, also with
     subnormal operands."""
     lam = smallest_normal("float32")
     rng = np.random.default_rng(1)

@@ -18,16 +18,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from harness.checks.registry import examine
-from harness.problem import OPS, ConvProblem
-from harness.running.capabilities import Capabilities
-from harness.reporting import coverage
-from harness.reporting.summary import Summary
-from harness.running.loader import SpecError, load_implementation
-from harness.running.target import Target
-from harness.state import RunState, TestState
-from harness.triage import sweep
-from harness.triage.search import search_in_process
+from conv_harness.checks.registry import examine
+from conv_harness.problem import OPS, ConvProblem
+from conv_harness.running.capabilities import Capabilities
+from conv_harness.reporting import coverage
+from conv_harness.reporting.summary import Summary
+from conv_harness.running.loader import SpecError, load_implementation
+from conv_harness.running.target import Target
+from conv_harness.state import RunState, TestState
+from conv_harness.triage import sweep
+from conv_harness.triage.search import search_in_process
 from strategies import DEFAULT_BOUNDS, archetypes, catalogue, conv_problems
 from tests.harness import in_process
 from tests.harness.test_fast_paths import _plain

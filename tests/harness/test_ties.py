@@ -1,4 +1,4 @@
-"""Ties between sizes of different arrays (issue 35, harness/ties.py): made and made
+"""Ties between sizes of different arrays (issue 35, conv_harness/ties.py): made and made
 again at other values, named by the explanation, and a bug on one found.
 
 ``fast_paths.py:gemm_tie`` is a GEMM conv2d that takes a square branch when a group's
@@ -15,12 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness import ties
-from harness.problem import OPS, ConvProblem
-from harness.running.capabilities import Capabilities
-from harness.running.loader import load_implementation
-from harness.triage.explain import Condition, explain, matches
-from harness.triage import sweep
+from conv_harness import ties
+from conv_harness.problem import OPS, ConvProblem
+from conv_harness.running.capabilities import Capabilities
+from conv_harness.running.loader import load_implementation
+from conv_harness.triage.explain import Condition, explain, matches
+from conv_harness.triage import sweep
 from strategies import catalogue, conv_problems
 from strategies.cases import features, noise_case
 from tests.harness import in_process

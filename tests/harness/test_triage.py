@@ -1,4 +1,4 @@
-"""Every distinct bug from one run (harness/triage): attribution, explanations,
+"""Every distinct bug from one run (conv_harness/triage): attribution, explanations,
 triggers, follow-up searches, one entry per bug, database keys.
 
 In-process tests pin the pieces on fixed cases; subprocess runs pin the
@@ -19,12 +19,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.checks.registry import REGISTRY, examine
-from harness.problem import ConvCase, ConvProblem
-from harness.running.loader import load_implementation
-from harness.triage.catalog import Bug, merge
-from harness.triage.explain import explain, failure_probe, matches
-from harness.triage.runner import RUNNER
+from conv_harness.checks.registry import REGISTRY, examine
+from conv_harness.problem import ConvCase, ConvProblem
+from conv_harness.running.loader import load_implementation
+from conv_harness.triage.catalog import Bug, merge
+from conv_harness.triage.explain import explain, failure_probe, matches
+from conv_harness.triage.runner import RUNNER
 from tests.harness.in_process import run_entries
 
 TWO_BUGS = Path(__file__).resolve().parent / "two_bugs.py"
@@ -105,7 +105,7 @@ def test_the_trigger_is_a_predicate_on_problems():
 
 
 def _bug(check: str, conditions, params: ConvProblem, failure="grad_input") -> Bug:
-    from harness.triage.explain import Condition
+    from conv_harness.triage.explain import Condition
     return Bug(check=check, failure=failure, function="conv2d_backward", op="conv2d",
                params=params.params(), layouts={}, trigger="",
                conditions=[Condition(*c) for c in conditions], explanation=[], case_file=None)
@@ -356,7 +356,7 @@ ORACLE_FREE = ("adjoint", "linearity", "finite_difference", "pointwise", "delta_
 @pytest.mark.long
 def test_batch_consistency_sees_images_mixed_up_where_the_adjoint_does_not(tmp_path,
                                                                            monkeypatch):
-    from harness.triage import search
+    from conv_harness.triage import search
 
     searches = []  # each follow-up search: its check, exclusions, focus and calls
     made = search.follow_up
@@ -391,10 +391,10 @@ def test_a_further_search_that_ends_on_an_error_says_so(monkeypatch, tmp_path):
     error) is not "found nothing else": the search says what ended it."""
     from hypothesis import settings as hypothesis_settings
 
-    from harness import suite
-    from harness.running.target import Target
-    from harness.state import TestState
-    from harness.triage import search
+    from conv_harness import suite
+    from conv_harness.running.target import Target
+    from conv_harness.state import TestState
+    from conv_harness.triage import search
 
     def broken(*args, **kwargs):
         raise RuntimeError("the harness broke\nsecond line")
@@ -419,10 +419,10 @@ def test_a_seeded_test_gives_each_follow_up_search_a_seed_of_its_own(monkeypatch
     from hypothesis import settings as hypothesis_settings
     from hypothesis import strategies as st
 
-    from harness import suite
-    from harness.running.target import Target
-    from harness.state import TestState
-    from harness.triage import search
+    from conv_harness import suite
+    from conv_harness.running.target import Target
+    from conv_harness.state import TestState
+    from conv_harness.triage import search
     from tests.harness.in_process import profile
 
     target = Target(load_implementation("conv_impl.einsum"), "conv2d", None, tmp_path)
@@ -453,9 +453,9 @@ def test_a_search_is_taken_to_draw_again_only_while_the_book_of_causes_is_unchan
     search would draw the same examples and meet it first (`_draws_again`). Not once
     another process (an xdist worker) has published a cause since the last search
     froze the book: the same examples may then be sightings of it, or rejected."""
-    from harness.state import RunState, TestState
-    from harness.triage import search
-    from harness.triage.causes import RUN_ENV, CauseBook
+    from conv_harness.state import RunState, TestState
+    from conv_harness.triage import search
+    from conv_harness.triage.causes import RUN_ENV, CauseBook
 
     monkeypatch.setenv(RUN_ENV, "one-run")
     run = RunState()

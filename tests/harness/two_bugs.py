@@ -2,7 +2,7 @@
 
 Each wraps the correct `conv_impl.einsum` (conv2d only) and breaks it in two
 places with different triggers, for the distinct-bug search
-(harness/triage): one run must report both, each on its own minimal
+(conv_harness/triage): one run must report both, each on its own minimal
 problem, and a single-bug implementation exactly one. Specs:
 ``--impl tests/harness/two_bugs.py:<name>``.
 """
