@@ -15,9 +15,10 @@ again in a fresh process (conv_harness/triage/history.py), as for any bug.
 The key also holds a digest of the implementation's source file, so an
 edited implementation is explained afresh; an implementation whose code is
 spread over several files is only keyed by the file that defines it. It
-holds a digest of the harness's own triage code too (`triage_code`): a
-harness that derives triggers differently (a new derived feature, say)
-explains again rather than show an older version's trigger.
+holds a digest of the harness's version and of all its code and the
+strategies' (`triage_code`): a harness that derives triggers differently (a
+new derived feature, a tie, a boundary, a tolerance) explains again rather
+than show an older version's trigger.
 
 The same holds for a follow-up search (conv_harness/triage/search.py) that found
 nothing more: it is recorded under its own key (`remember_searched`, with the
@@ -124,17 +125,37 @@ def source_digest(target_object: Any) -> str:
         return ""
 
 
-#: the modules whose code decides a stored entry's trigger and explanation
-_TRIAGE_MODULES = ("explain.py", "features.py", "catalog.py", "causes.py", "evidence.py")
+#: the packages whose code shapes a stored entry's trigger and explanation: all of the
+#: harness's (its triage, ties, boundaries, checks and tolerances) and the strategies'
+#: (the problems, neighbours and values an explanation draws)
+_TRIAGE_PACKAGES = ("conv_harness", "strategies")
+
+
+def code_digest(folders: list[Path], version: str) -> str:
+    """A digest of ``version`` and the path and source of every Python module under
+    ``folders`` (package folders; paths relative to their parent)."""
+    digest = hashlib.sha256(version.encode())
+    for root in folders:
+        for path in sorted(root.rglob("*.py")):
+            digest.update(b"\0" + path.relative_to(root.parent).as_posix().encode() + b"\0")
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:8]
 
 
 @functools.cache
 def triage_code() -> str:
-    """A digest of `_TRIAGE_MODULES`' source (read once, when a bug is first stored or
-    recalled, not at every worker's start)."""
-    return hashlib.sha256(b"".join(
-        (Path(__file__).resolve().parent / name).read_bytes() for name in _TRIAGE_MODULES)
-    ).hexdigest()[:8]
+    """`code_digest` of the package's version and `_TRIAGE_PACKAGES` (made once, when a
+    bug is first stored or recalled, not at every worker's start: about 150 files, a
+    few milliseconds)."""
+    import importlib.metadata
+    import importlib.util
+
+    try:
+        version = importlib.metadata.version("conv-harness")
+    except importlib.metadata.PackageNotFoundError:
+        version = ""
+    return code_digest([Path(next(iter(importlib.util.find_spec(p).submodule_search_locations)))
+                        for p in _TRIAGE_PACKAGES], version)
 
 
 def triage_key(test_key: bytes, target_object: Any) -> bytes:

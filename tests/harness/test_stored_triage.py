@@ -141,3 +141,26 @@ def test_a_follow_up_search_that_found_nothing_is_not_made_again(tmp_path, redis
     assert ("found nothing else (that search was made by an earlier run of this "
             f"implementation, recorded in {db}: not made again)") in again.stdout
     assert f"replayed 1 known failure of mine.py from {db}" in again.stdout
+
+
+def test_the_triage_key_covers_all_the_code_that_shapes_a_trigger(tmp_path):
+    """Stored explanations are keyed by the harness's version and all of its code and
+    the strategies' (not five triage modules: ties.py, boundary.py, the tolerances and
+    the strategies shape triggers too), so an older harness's trigger is never recalled."""
+    import shutil
+
+    from conv_harness.triage import stored
+    assert set(stored._TRIAGE_PACKAGES) == {"conv_harness", "strategies"}
+    tree = tmp_path / "conv_harness"
+    shutil.copytree(Path(stored.__file__).parents[1], tree,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    before = stored.code_digest([tree], "1.0")
+    assert stored.code_digest([tree], "1.1") != before
+    for module in ("ties.py", "triage/boundary.py", "checks/tolerance.py"):
+        path = tree / module
+        text = path.read_text()
+        path.write_text(text + "\n# changed\n")
+        assert stored.code_digest([tree], "1.0") != before, module
+        path.write_text(text)
+    assert stored.code_digest([tree], "1.0") == before
+    assert len(stored.triage_code()) == 8
