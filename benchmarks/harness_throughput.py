@@ -221,7 +221,7 @@ def throughput(spec: str, examples: int, op: str, out: Callable[[str], None]) ->
     from conv_harness.checks import oracle
     from conv_harness.checks.registry import REGISTRY
     from conv_harness.running import calling
-    from conv_harness.running.calling import DEFAULT_TIMEOUT
+    from conv_harness.options import DEFAULT_TIMEOUT
     from conv_harness.running.isolate import CrashRecorder
     from conv_harness.running.loader import load_implementation
     from conv_harness.running.target import Target

@@ -33,9 +33,10 @@ from conv_harness.path_options import joined_path_options
 
 SUITE_DIR = Path(__file__).resolve().parent / "conformance"
 INI = SUITE_DIR / "pytest.ini"
-#: what the pytest11 entry points load, for a run with plugin autoloading disabled
-PLUGINS = ("conv_harness.plugin", "conv_harness.replay", "conv_harness.running.isolate", "conv_harness.database",
-           "_hypothesis_pytestplugin", "xdist.plugin", "xdist.looponfail")
+#: what the pytest11 entry points load, for a run with plugin autoloading disabled (the
+#: harness's entry point registers the suite's own plugins)
+PLUGINS = ("conv_harness.pytest_entry", "_hypothesis_pytestplugin", "xdist.plugin",
+           "xdist.looponfail")
 
 
 def pytest_args(argv: Sequence[str], cwd: Path | None = None) -> list[str]:

@@ -37,7 +37,8 @@ rebuilds its entry instead of explaining it again, and says so at its end,
 bug by bug (`known_failure_lines`: "replayed 2 known failures of mine.py
 from redis://ci-db:6379/0").
 
-This module is a ``pytest11`` entry point (``conv_harness_database``).
+This module is one of the suite's plugins, registered by the entry point
+(conv_harness/pytest_entry.py), which declares its options.
 """
 
 from __future__ import annotations
@@ -51,15 +52,14 @@ from hypothesis import settings
 from hypothesis.database import (DirectoryBasedExampleDatabase, ExampleDatabase,
                                  MultiplexedDatabase, ReadOnlyDatabase)
 
+from conv_harness.options import DATABASE_ENV, DATABASE_ENV_READ_ONLY, REDIS_INSTALL
 from conv_harness.checks.registry import REGISTRY
 from conv_harness.state import STATE
 from conv_harness.triage import stored
 from conv_harness.triage.catalog import Bug, merge
 
-ENV = "CONV_DB"
-ENV_READ_ONLY = "CONV_DB_READ_ONLY"
+ENV, ENV_READ_ONLY = DATABASE_ENV, DATABASE_ENV_READ_ONLY
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
-REDIS_INSTALL = "pip install 'conv-harness[redis]'  (or: pip install redis)"
 SHARED = pytest.StashKey[str]()
 #: the user property a test's recalled bugs travel in, from worker to controller
 KNOWN = "conv_harness_known"
@@ -75,19 +75,6 @@ _REDIS: dict[str, ExampleDatabase] = {}
 
 class DatabaseSpecError(Exception):
     """A ``--conv-db`` value that cannot be used; the message says why."""
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("conv-harness", "convolution conformance harness")
-    group.addoption(
-        "--conv-db", default=None, metavar="PATH|redis://HOST:PORT/N",
-        help=f"a Hypothesis example database shared with other runs and machines: a "
-             f"directory, or a Redis server (needs redis-py: {REDIS_INSTALL}); failures any "
-             f"of them found are replayed first. Default: ${ENV}. Turns derandomisation off.")
-    group.addoption(
-        "--conv-db-read-only", action="store_true", default=False,
-        help=f"replay the --conv-db database but write only the local one "
-             f"(also ${ENV_READ_ONLY}=1): e.g. CI writes, laptops read")
 
 
 def is_redis(spec: str) -> bool:

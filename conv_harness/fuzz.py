@@ -29,7 +29,7 @@ own example-database key, set at ``pytest_runtest_call``
 ``_hypothesis_internal_add_digest`` to the pytest node id and computes the
 key in ``FuzzTarget.from_hypothesis_test``, so its keys would differ (and the
 node id even differs between a clone and the installed suite). This module is
-also a ``pytest11`` plugin (``conv_harness_fuzz``): in HypoFuzz's pytest
+also one of the suite's pytest plugins (conv_harness/pytest_entry.py): in HypoFuzz's pytest
 sessions (the campaign's, its workers', the dashboard's) it wraps that
 constructor to give each conformance test the harness's own key first. So a
 plain ``hypothesis fuzz -- --impl X`` in a clone keys its finds the same way.

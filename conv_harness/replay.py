@@ -23,8 +23,9 @@ every case against every implementation under test, and a failure is then
 that implementation's own: reported in its words, with its trigger, saved
 as its case file and listed among its bugs in the summary.
 
-This module is a ``pytest11`` entry point (``conv_harness_replay``), loaded
-before any conftest; `conv_harness.plugin` loads the implementations first.
+This module is one of the suite's plugins, registered by the entry point
+(conv_harness/pytest_entry.py) before pytest_configure; `conv_harness.plugin` loads
+the implementations first.
 """
 
 from __future__ import annotations
@@ -74,7 +75,6 @@ def _regressions_dir() -> Path:
 
 REGRESSIONS_DIR = _regressions_dir()
 REGRESSION_MARKER = "conv_regression"
-REGRESSION_MODES = ("own", "all", "none")
 #: JSON files of a failures folder that are not case files (conv_harness/reporting/summary.py's)
 NOT_CASE_FILES = frozenset({"summary.json"})
 
@@ -104,21 +104,6 @@ REPLAY_CASES = pytest.StashKey[dict[Path, ReplayCase]]()
 
 class ReplayFailure(AssertionError):
     """A replayed case that still fails; its message is the whole report."""
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("conv-harness", "convolution conformance harness")
-    group.addoption(
-        "--replay", action="append", default=[], metavar="FILE",
-        help="run only the saved failure case FILE (a JSON file from --conv-failures, or a "
-             "folder of them) again, against the implementation it names or each --impl; "
-             "may be given several times")
-    group.addoption(
-        "--conv-regressions", choices=REGRESSION_MODES, default="own",
-        help="which implementations the committed regression corpus (tests/regressions/) is "
-             "replayed against: own (default: each case only against the implementation "
-             "that recorded it), all (every case against every implementation under test), "
-             "none")
 
 
 # --- loading ----------------------------------------------------------------

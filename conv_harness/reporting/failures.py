@@ -28,7 +28,6 @@ from conv_harness.problem import (ALL_DTYPES, ARRAY_NAMES, LAYOUTS, OPS, ConvCas
 from conv_harness.running.loader import is_path, split_spec
 
 SCHEMA_VERSION = 1
-DEFAULT_FAILURES_DIR = ".conv-failures"
 REQUIRED_KEYS: tuple[str, ...] = ("impl", "op", "check", "params", "inputs")
 
 

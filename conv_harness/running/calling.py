@@ -33,7 +33,6 @@ from conv_harness.problem import ConvCase, is_float
 from conv_harness.reporting import coverage
 from conv_harness.running.native import host, is_tensor
 
-DEFAULT_TIMEOUT = 20.0  # seconds per call: generated problems take milliseconds
 
 
 class CheckFailure(AssertionError):

@@ -1,8 +1,8 @@
 """Implementations that crash or hang in C: ``--isolate``, and crash records.
 
 Two ways an implementation can take more than one check down with it, and
-what this plugin does about each (registered as a pytest11 entry point, so
-it is loaded early enough to declare ``--isolate``):
+what this plugin does about each (one of the suite's plugins, registered by
+the entry point, conv_harness/pytest_entry.py, which declares ``--isolate``):
 
 * **It crashes the process** (a segfault in a C extension, ``os._exit``).
   Without ``--isolate``, every call first records the problem it is about to
@@ -61,15 +61,6 @@ from conv_harness.running.calling import CheckFailure
 from conv_harness.state import current as current_state
 
 INFLIGHT_KEY = "conv_harness_fatal_dir"  # xdist workerinput: where workers log fatal errors
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("conv-harness", "convolution conformance harness")
-    group.addoption(
-        "--isolate", action="store_true", default=False,
-        help="run every call of an implementation in a child process, so that a crash "
-             "(segfault, os._exit) or a hang inside C code is a failure of that check, "
-             "shrunk like any other, instead of a dead or stuck run (slower)")
 
 
 # --- messages over a socket -------------------------------------------------------

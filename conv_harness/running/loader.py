@@ -28,7 +28,6 @@ from conv_harness.running.capabilities import Capabilities, CapabilitiesError
 
 CONTRACT_FUNCTIONS: tuple[str, ...] = tuple(
     name for op in OPS.values() for name in (op.name, op.backward_name))
-DEFAULT_SPEC = "conv_impl.einsum"
 
 _ATTRIBUTE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 

@@ -210,3 +210,30 @@ def test_the_users_own_pytest_files_do_not_change_the_run(installed, folder):
     assert missing.returncode == 4 and "nowhere.py" in missing.stderr
     assert (folder / ".pytest_cache").is_dir()  # pytest's cache is the folder's own
     assert not list(installed.root.rglob("conv_harness/conformance/.pytest_cache"))
+
+
+UNRELATED_TEST = '''
+import sys
+
+def test_nothing_of_the_suite_is_imported():
+    heavy = [m for m in ("numpy", "torch", "hypothesis.core", "conv_harness.checks.registry",
+                         "conv_harness.plugin") if m in sys.modules]
+    assert not heavy, heavy
+'''
+
+
+def test_an_unrelated_pytest_run_imports_and_prints_nothing_of_the_suite(installed, folder):
+    """The entry point is loaded in every pytest run of the venv: in a project of the
+    user's own, with no conformance test, it declares the options and nothing more."""
+    (folder / "test_unrelated.py").write_text(UNRELATED_TEST)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("CONV_IMPL", "CONV_DB", "PYTHONPATH", "PYTEST_ADDOPTS")}
+    done = subprocess.run([str(installed.python), "-m", "pytest", "-p", "no:cacheprovider"],
+                          cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    said = [line for line in done.stdout.splitlines()
+            if "conv" in line.lower() and not line.startswith("plugins:")]
+    assert not said, done.stdout  # pytest's own header lists it among the plugins, no more
+    help_text = subprocess.run([str(installed.python), "-m", "pytest", "--help"], cwd=folder,
+                               env=env, capture_output=True, text=True, timeout=300).stdout
+    assert "--impl" in help_text and "--replay" in help_text and "--conv-db" in help_text
