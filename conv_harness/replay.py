@@ -128,14 +128,15 @@ def case_files(paths: list[str], base: Path) -> list[Path]:
     return list(dict.fromkeys(p.resolve() for p in out))
 
 
-_LOADED: dict[str, Implementation] = {}
-
-
-def recorded_implementation(record: dict[str, Any], path: Path) -> Implementation:
-    """The implementation a case file names (also found from another folder if it is a file)."""
+def recorded_implementation(record: dict[str, Any], path: Path,
+                            loaded: dict[str, Implementation]) -> Implementation:
+    """The implementation a case file names (also found from another folder if it is a
+    file), loaded once per run: ``loaded`` is the run's own (never the process's:
+    ``--isolate`` changes an implementation in place, and a later run in the same
+    process must not inherit it)."""
     spec = record["impl"]
-    if spec in _LOADED:
-        return _LOADED[spec]
+    if spec in loaded:
+        return loaded[spec]
     try:
         impl = load_implementation(spec)
     except SpecError as first:
@@ -150,19 +151,22 @@ def recorded_implementation(record: dict[str, Any], path: Path) -> Implementatio
             raise CaseFileError(f"{path}: names an implementation that cannot be loaded: "
                                 f"{exc} (give another with --impl SPEC)") from None
         impl.loads_from, impl.spec = impl.spec, spec
-    _LOADED[spec] = impl
+    loaded[spec] = impl
     return impl
 
 
-def load_replay(path: Path, impls: list[Implementation] | None) -> ReplayCase:
-    """Read one case file and the implementations to run it on; `CaseFileError` if bad."""
+def load_replay(path: Path, impls: list[Implementation] | None,
+                loaded: dict[str, Implementation] | None = None) -> ReplayCase:
+    """Read one case file and the implementations to run it on; `CaseFileError` if bad.
+    ``loaded``: the run's implementations loaded so far, by spec (a fresh one if None)."""
 
     record, case = load_case(path)
     ran = record.get("run_check") or record["check"]
     if ran not in REGISTRY:
         raise CaseFileError(f"{path}: check {ran!r} is not a check this harness has "
                             f"({', '.join(sorted(REGISTRY))})")
-    chosen = impls if impls else [recorded_implementation(record, path)]
+    chosen = impls if impls else [recorded_implementation(record, path,
+                                                          {} if loaded is None else loaded)]
     return ReplayCase(path=Path(path), record=record, case=case, impls=list(chosen))
 
 
@@ -178,9 +182,10 @@ def pytest_configure(config: pytest.Config) -> None:
     explicit = loaded_implementations(config) if config.getoption("--impl") else None
     files = case_files(paths, Path(config.invocation_params.dir))
     cases: dict[Path, ReplayCase] = {}
+    loaded: dict[str, Implementation] = {}  # this run's: each recorded spec loaded once
     for path in files:
         try:
-            cases[path] = load_replay(path, explicit)
+            cases[path] = load_replay(path, explicit, loaded)
         except CaseFileError as exc:
             raise pytest.UsageError(f"--replay: {exc}") from None
     config.stash[REPLAY_CASES] = cases

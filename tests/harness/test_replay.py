@@ -205,3 +205,20 @@ def test_a_case_that_comes_and_goes_is_replayed_and_scripted_as_often_as_it_reco
         assert done.returncode == (1 if fails else 0), done.stdout + done.stderr
         if fails:
             assert "(call 2 of up to 2)" in done.stdout
+
+
+def test_a_runs_isolated_implementation_is_not_the_next_runs(tmp_path):
+    """A case's implementation is loaded once per run, not once per process: --isolate
+    changes it in place, and a later run in the same process (pytest.main twice, a
+    fuzz worker) must get it as it is, not isolated."""
+    from conv_harness.running.isolate import IsolatedFunction, isolated
+    path = tmp_path / "case.json"
+    path.write_text(CORPUS[0].read_text())
+    run: dict = {}
+    first = replay.load_replay(path, None, run).impls[0]
+    assert replay.load_replay(path, None, run).impls[0] is first  # once per run
+    isolated(first)
+    assert all(isinstance(f, IsolatedFunction) for f in first.functions.values())
+    later = replay.load_replay(path, None, {}).impls[0]
+    assert later is not first
+    assert not any(isinstance(f, IsolatedFunction) for f in later.functions.values())

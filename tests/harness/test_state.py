@@ -224,7 +224,6 @@ PROCESS_CONTAINERS = {
     ("conv_harness/checks/check.py", "REGISTRY"): "the checks, registered as their modules load",
     ("conv_harness/database.py", "_REDIS"): "one Redis client per server: Hypothesis's database "
                                        "compares equal only over the same client",
-    ("conv_harness/replay.py", "_LOADED"): "implementations a case file names, loaded once",
     ("conv_harness/triage/stored.py", "_NAMES"): "what a database object is called in messages",
 }
 
