@@ -9,8 +9,11 @@ the random draws (conv_harness/triage/sweep.py). A neighbour changes exactly one
 feature, one step: the kernel (one tap more, or less), the stride (1 and 2
 swap), the padding (one less, or one where there is none), the dilation (1
 and 2 swap), the groups pattern (dense and depthwise swap, grouped becomes
-dense), or the outputs (an odd count on every axis, where the archetype's
-own has an even one: a path that tiles by two loses the tail).
+dense), the outputs (an odd count on every axis, where the archetype's
+own has an even one: a path that tiles by two loses the tail), or the channels
+per group of a dense or grouped archetype (`CHANNELS_NEIGHBOUR`, off every block
+an optimised kernel takes channels in: a path that mishandles the last, partial
+block of a group's channels fails only there).
 
 Every visit has small, fixed sizes (batch 2, two channels per group, four
 outputs per axis or the fewest the padding leaves), float32 where the
@@ -30,8 +33,14 @@ from strategies.archetypes import Archetype
 from strategies.cases import noise_case
 from strategies.problems import Bounds
 
-#: what a neighbour changes: the archetype's features, and the outputs' parity
-NEIGHBOUR_FEATURES = archetypes.FEATURES + ("outputs",)
+#: what a neighbour changes: the archetype's features, the outputs' parity and the
+#: channels per group
+NEIGHBOUR_FEATURES = archetypes.FEATURES + ("outputs", "channels")
+#: the channels neighbour's channels per group: one above 16, so one above a multiple
+#: of 4, 8 and 16 (the blocks kernels take channels in), a tail of one in each;
+#: a visit's own two channels per group are below every such block, where a blocked
+#: path is not taken
+CHANNELS_NEIGHBOUR = 17
 #: outputs per axis of a visit (the fewest valid even count at or above it)
 OUTPUTS = 4
 
@@ -123,6 +132,10 @@ def _problem(arch: Archetype, feature: str | None, caps: Capabilities) -> ConvPr
     if sized is None:
         return None
     channels, groups = {"dense": (2, 1), "depthwise": (2, 2), "grouped": (4, 2)}[g["groups"]]
+    if feature == "channels":
+        if g["groups"] == "depthwise":  # one channel per group: no block to leave a tail
+            return None
+        channels = CHANNELS_NEIGHBOUR * groups
     flat = caps.for_op(op)
     dtype = "float32" if "float32" in flat.dtypes else (flat.dtypes or ("float64",))[0]
     try:

@@ -30,8 +30,8 @@ and shrink it to its minimal case (tests/harness/test_fast_paths.py):
                         width swapped
                         -> 1x3x3 on a 1x3x3 input
 
-Two more (issue 35), whose bugs lie one step off an archetype the random draws
-reach often, on a neighbour they rarely reach; the catalogue sweep visits it:
+Three more (issues 35, 59), whose bugs lie one step off an archetype the random
+draws reach often, on a neighbour they rarely reach; the catalogue sweep visits it:
 
     stem_padding        resnet: a 7x7 stride-2 stem path that pads by 3 whatever
                         the padding asked (it computes the outputs of padding 3,
@@ -41,6 +41,12 @@ reach often, on a neighbour they rarely reach; the catalogue sweep visits it:
                         output columns in pairs and leaves the last one 0 when
                         their count is odd (and over 1)
                         -> 3x3 stride 2, groups = 2 channels, three columns
+    grouped_partial_block
+                        resnext: a grouped (not depthwise) 3x3 stride-1 path
+                        that sums each group's input channels in blocks of 4,
+                        taken from 4 channels per group on, and drops the
+                        last, partial block
+                        -> 3x3 stride 1, 2 groups of 5 channels (one above a block)
 
 And one (issue 35) whose bug lies on a tie between sizes of different arrays,
 which independent draws rarely make (conv_harness/ties.py):
@@ -93,7 +99,9 @@ except ModuleNotFoundError:  # run by a saved script, which imports this file fr
 ALL = ("winograd_dilation", "depthwise_channel0", "inception_wrap", "unet_no_bias",
        "wav2vec_frames", "r2plus1d_transposed")
 #: the two whose bug is on an archetype's neighbour (issue 35)
-NEIGHBOURS = ("stem_padding", "depthwise_odd_tail")
+NEIGHBOURS = ("stem_padding", "depthwise_odd_tail", "grouped_partial_block")
+#: the block of channels grouped_partial_block sums a group's input channels in
+BLOCK = 4
 
 
 def _winograd_dilation(conv, x, weight, bias, kw):
@@ -173,8 +181,21 @@ def _depthwise_odd_tail(conv, x, weight, bias, kw):
     return y
 
 
+def _grouped_partial_block(conv, x, weight, bias, kw):
+    groups = kw["groups"]
+    per_group = weight.shape[1]
+    grouped = 1 < groups < x.shape[1]
+    if not grouped or weight.shape[2:] != (3, 3) or kw["stride"] != (1, 1) \
+            or per_group < BLOCK or per_group % BLOCK == 0:
+        return conv(x, weight, bias, **kw)
+    kept = weight.copy()
+    kept[:, per_group - per_group % BLOCK:] = 0  # the last, partial block left out
+    return conv(x, kept, bias, **kw)
+
+
 stem_padding = _module(conv2d=_wrapped("conv2d", _stem_padding))
 depthwise_odd_tail = _module(conv2d=_wrapped("conv2d", _depthwise_odd_tail))
+grouped_partial_block = _module(conv2d=_wrapped("conv2d", _grouped_partial_block))
 
 
 # -- a path taken only at sizes the random draws do not reach, declared -------------
