@@ -36,8 +36,9 @@ from strategies.problems import Bounds
 #: what a neighbour changes: the archetype's features, the outputs' parity and the
 #: channels per group
 NEIGHBOUR_FEATURES = archetypes.FEATURES + ("outputs", "channels")
-#: the channels neighbour's channels per group: one above 16, so one above a multiple
-#: of 4, 8 and 16 (the blocks kernels take channels in), a tail of one in each;
+#: the channels neighbour's input channels per group (the reduction's): one above 16,
+#: so one above a multiple of 4, 8 and 16 (the blocks kernels take channels in), a
+#: tail of one in each;
 #: a visit's own two channels per group are below every such block, where a blocked
 #: path is not taken
 CHANNELS_NEIGHBOUR = 17
@@ -132,14 +133,17 @@ def _problem(arch: Archetype, feature: str | None, caps: Capabilities) -> ConvPr
     if sized is None:
         return None
     channels, groups = {"dense": (2, 1), "depthwise": (2, 2), "grouped": (4, 2)}[g["groups"]]
+    in_channels = channels
     if feature == "channels":
         if g["groups"] == "depthwise":  # one channel per group: no block to leave a tail
             return None
-        channels = CHANNELS_NEIGHBOUR * groups
+        # the input's channels only: the reduction's blocks; the output keeps its own,
+        # so that a 1x1 kernel's visit makes no tie of out channels and K (17 = 17)
+        in_channels = CHANNELS_NEIGHBOUR * groups
     flat = caps.for_op(op)
     dtype = "float32" if "float32" in flat.dtypes else (flat.dtypes or ("float64",))[0]
     try:
-        problem = ConvProblem(op=op, batch=2, in_channels=channels, out_channels=channels,
+        problem = ConvProblem(op=op, batch=2, in_channels=in_channels, out_channels=channels,
                               input_size=sized[0], kernel_size=g["kernel"], stride=g["stride"],
                               padding=g["padding"], dilation=g["dilation"], groups=groups,
                               bias=True, dtype=dtype,

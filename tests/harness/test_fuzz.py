@@ -50,7 +50,7 @@ def _fuzz_python() -> str:
     given = os.environ.get("CONV_FUZZ_PYTHON", "").strip()
     python = given or sys.executable
     python = str(Path(python).absolute()) if os.sep in python else python
-    probe = subprocess.run([python, "-c", "import hypofuzz, harness; print(conv_harness.__file__)"],
+    probe = subprocess.run([python, "-c", "import hypofuzz, conv_harness; print(conv_harness.__file__)"],
                            capture_output=True, text=True, cwd=Path(os.sep))
     if probe.returncode != 0 and "hypofuzz" in probe.stderr:
         pytest.skip("needs HypoFuzz: a Python with conv-harness[fuzz] in $CONV_FUZZ_PYTHON "
