@@ -9,9 +9,9 @@ case file, and is listed under the cause's entry. A finding attributed to a
 known cause on evidence (conv_harness/triage/catalog.py, `part_of`) is written as
 a sighting record, which then covers that kind of failure of that function too.
 
-The run's id comes from the xdist controller (``$CONV_HARNESS_RUN``, set
-before the workers start), so that a folder reused by the next run starts
-with no known cause.
+The run's id comes from the xdist controller (`new_run`, before the workers
+start; each worker gets it in its ``workerinput``, `RUN_INPUT`), so that a
+folder reused by the next run starts with no known cause.
 """
 
 from __future__ import annotations
@@ -31,14 +31,14 @@ from conv_harness.triage import evidence
 from conv_harness.triage.catalog import Bug, signature
 from conv_harness.triage.explain import matches
 
-RUN_ENV = "CONV_HARNESS_RUN"
+#: the key of a pytest-xdist worker's ``workerinput`` that holds the run's id
+RUN_INPUT = "conv_harness_run"
 FOLDER = ".causes"
 
 
 def new_run(failures_dir: Path) -> str:
     """Start a run's record (on the controller, before any worker): a new id, no causes."""
     run = uuid.uuid4().hex[:12]
-    os.environ[RUN_ENV] = run
     shutil.rmtree(failures_dir / FOLDER, ignore_errors=True)
     return run
 
@@ -61,10 +61,8 @@ class CauseBook:
         self.frozen: dict[str, tuple[str, Bug]] | None = None  # what searches see
         self.own: set[str] = set()  # the records this process wrote
 
-    def open(self, failures_dir: Path) -> None:
-        run = os.environ.get(RUN_ENV)
-        if run is None:
-            run = new_run(failures_dir)
+    def open(self, failures_dir: Path, run: str) -> None:
+        """Read and write the causes of run ``run`` (`new_run`'s id) in ``failures_dir``."""
         self.folder = failures_dir / FOLDER / run
         self.records, self.frozen, self.own = {}, None, set()
 

@@ -717,6 +717,8 @@ class BugSearch:
         self.budget = budget
         #: this process's share of the run (its book of causes, its record of calls)
         self.run = RunState()
+        #: the run's id (conv_harness/triage/causes.py): the controller's, every worker's
+        self.run_id = ""
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_call(self, item: pytest.Item):
@@ -743,9 +745,18 @@ class BugSearch:
         folder = self.failures_dir
         if folder is None:
             return  # constructed without a folder (a unit test): no run-wide book
-        if not hasattr(session.config, "workerinput"):
-            causes.new_run(folder)  # the controller, before any worker starts
-        self.run.book.open(folder)
+        workerinput = getattr(session.config, "workerinput", None)
+        if workerinput is None:  # the controller, before any worker starts
+            self.run_id = causes.new_run(folder)
+        else:
+            self.run_id = workerinput[causes.RUN_INPUT]
+        self.run.book.open(folder, self.run_id)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """Hand a pytest-xdist worker the run's id (made in pytest_sessionstart, which
+        runs before xdist's own starts the workers)."""
+        node.workerinput[causes.RUN_INPUT] = self.run_id
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """The controller removes the run's book of causes: it only served the run's

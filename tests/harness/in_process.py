@@ -48,10 +48,8 @@ def run_entries(spec: str, checks: Sequence[str], ops: Sequence[str], failures: 
     searches one derived from that, as a default run gives each search a random one
     (without it, each search's seed is fixed by the profile)."""
     impl = load_implementation(spec)
-    monkeypatch.delenv(causes.RUN_ENV, raising=False)  # a run of its own
-    causes.new_run(failures)
     run = RunState()
-    run.book.open(failures)
+    run.book.open(failures, causes.new_run(failures))  # a run of its own
     tests = [(check, op) for op in OPS if op in ops for check in REGISTRY if check in checks
              and REGISTRY[check].applies_to(impl, op)]
     tests.sort(key=lambda t: REGISTRY[t[0]].cost * OPS[t[1]].spatial_dims, reverse=True)

@@ -574,12 +574,11 @@ def test_a_feature_needed_on_another_axis_than_the_main_one_is_in_the_trigger():
     assert "dilation (axis 2)       1:pass  2*:FAIL" in explanation.table()
 
 
-def test_the_book_of_causes_is_shared_through_the_folder(tmp_path, monkeypatch):
-    monkeypatch.delenv(causes.RUN_ENV, raising=False)
-    causes.new_run(tmp_path)
+def test_the_book_of_causes_is_shared_through_the_folder(tmp_path):
+    run = causes.new_run(tmp_path)
     one, two = causes.CauseBook(), causes.CauseBook()  # two workers
-    one.open(tmp_path)
-    two.open(tmp_path)
+    one.open(tmp_path, run)
+    two.open(tmp_path, run)
     bug = _bug("forward", "conv2d", problem(stride=(2, 2)), [("stride", ">=", 2, None)],
                signature="forward", cause="c1")
     one.publish("mine.py", bug)
@@ -587,9 +586,8 @@ def test_the_book_of_causes_is_shared_through_the_folder(tmp_path, monkeypatch):
     assert known.cause == "c1" and known.conditions == bug.conditions
     assert two.known("other.py") == []
     # a new run starts with none
-    causes.new_run(tmp_path)
     three = causes.CauseBook()
-    three.open(tmp_path)
+    three.open(tmp_path, causes.new_run(tmp_path))
     assert three.known("mine.py") == []
 
 

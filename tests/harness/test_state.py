@@ -272,6 +272,78 @@ def test_a_module_container_is_found(tmp_path):
                                                     ("pkg/m.py", "_calls")}
 
 
+#: the ContextVars of the harness: (file, name) -> why each is not yet state in the
+#: signatures (issue 58 moves them into the test's and the search's state objects)
+CONTEXT_VARS = {
+    ("conv_harness/state.py", "_CURRENT"): "the test under way, for the hooks pytest calls",
+    ("conv_harness/reporting/coverage.py", "_TALLY"): "the test's coverage tally",
+    ("conv_harness/running/calling.py", "_OBSERVED"): "the calls a check made, for diagnosis",
+    ("conv_harness/checks/tolerance.py", "_ALGORITHM"): "the check's declared algorithm",
+    ("conv_harness/checks/tolerance.py", "_FLOAT32_PRECISION"): "its float32 precision",
+    ("conv_harness/checks/tolerance.py", "_BFLOAT16_ACCUMULATION"): "its bfloat16 sums",
+}
+
+_ENVIRON_WRITERS = {"update", "setdefault", "pop", "popitem", "clear", "__setitem__",
+                    "__delitem__"}
+
+
+def context_vars(root: Path, folders: tuple[str, ...]) -> set[tuple[str, str]]:
+    """(file, name) of each module-level name bound to a ``ContextVar(...)``."""
+    found = set()
+    for file, tree in modules(root, folders):
+        for node in tree.body:
+            value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+            if isinstance(value, ast.Call) and (getattr(value.func, "id", None)
+                                                or getattr(value.func, "attr", None)) \
+                    == "ContextVar":
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                found |= {(file, ast.unparse(target)) for target in targets}
+    return found
+
+
+def environment_writes(root: Path, folders: tuple[str, ...]) -> set[tuple[str, int]]:
+    """(file, line) of each write to the process environment in the code (not in the
+    source text of a child process, which is a string): ``os.environ[k] = v``, ``del
+    os.environ[k]``, ``os.environ.update(...)`` and the like, ``os.putenv``."""
+    def environ(node: ast.expr) -> bool:
+        return ast.unparse(node) in ("os.environ", "environ")
+
+    found = set()
+    for file, tree in modules(root, folders):
+        for node in ast.walk(tree):
+            targets = (node.targets if isinstance(node, ast.Assign) else
+                       [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else
+                       node.targets if isinstance(node, ast.Delete) else [])
+            if any(isinstance(t, ast.Subscript) and environ(t.value) for t in targets):
+                found.add((file, node.lineno))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
+                    (environ(node.func.value) and node.func.attr in _ENVIRON_WRITERS)
+                    or ast.unparse(node.func) in ("os.putenv", "os.unsetenv")):
+                found.add((file, node.lineno))
+    return found
+
+
+def test_no_state_travels_in_the_environment_or_in_unlisted_context_variables():
+    """Issue 58: the run's id went from the xdist controller to its workers in
+    ``$CONV_HARNESS_RUN`` (tests set and removed it); it goes in their ``workerinput``.
+    No module writes the environment, and each ContextVar is listed with its reason."""
+    root = Path(__file__).resolve().parents[2]
+    assert environment_writes(root, ("conv_harness", "strategies")) == set()
+    assert context_vars(root, ("conv_harness", "strategies")) == set(CONTEXT_VARS)
+
+
+def test_an_environment_write_and_a_context_variable_are_found(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "m.py").write_text(
+        "import os\nfrom contextvars import ContextVar\n_v: ContextVar[int] = ContextVar('v')\n"
+        "SOURCE = 'os.environ[\"A\"] = 1'\n"
+        "def f():\n    os.environ['A'] = '1'\n    os.environ.update(B='2')\n"
+        "    del os.environ['A']\n    os.environ.get('C')\n")
+    assert environment_writes(tmp_path, ("pkg",)) == {("pkg/m.py", 6), ("pkg/m.py", 7),
+                                                      ("pkg/m.py", 8)}
+    assert context_vars(tmp_path, ("pkg",)) == {("pkg/m.py", "_v")}
+
+
 def test_a_follow_up_counts_what_it_excluded_and_only_what_it_ran_as_tried(tmp_path):
     """A further search skips the problems in a known bug's region unrun: they are
     counted apart (what the triage says of a search cut short), and the coverage

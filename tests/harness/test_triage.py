@@ -448,18 +448,17 @@ def test_a_seeded_test_gives_each_follow_up_search_a_seed_of_its_own(monkeypatch
 
 
 def test_a_search_is_taken_to_draw_again_only_while_the_book_of_causes_is_unchanged(
-        monkeypatch, tmp_path):
+        tmp_path):
     """A seeded or derandomised triage excludes a sighting met once at once, as the next
     search would draw the same examples and meet it first (`_draws_again`). Not once
     another process (an xdist worker) has published a cause since the last search
     froze the book: the same examples may then be sightings of it, or rejected."""
     from conv_harness.state import RunState, TestState
     from conv_harness.triage import search
-    from conv_harness.triage.causes import RUN_ENV, CauseBook
+    from conv_harness.triage.causes import CauseBook
 
-    monkeypatch.setenv(RUN_ENV, "one-run")
     run = RunState()
-    run.book.open(tmp_path)
+    run.book.open(tmp_path, "one-run")
     state = TestState(run=run, seed=1)
     run.book.freeze()
     assert search._draws_again(state)
@@ -469,7 +468,7 @@ def test_a_search_is_taken_to_draw_again_only_while_the_book_of_causes_is_unchan
     run.book.publish("impl.py", mine)  # what this search found: known to its next one
     assert search._draws_again(state)
     other = CauseBook()  # another worker's view of the same run
-    other.open(tmp_path)
+    other.open(tmp_path, "one-run")
     other.publish("impl.py", dataclasses.replace(mine, cause="theirs"))
     assert not search._draws_again(state)
     run.book.freeze()  # the next search sees it
