@@ -160,3 +160,38 @@ def test_a_spec_that_cannot_be_loaded_is_a_usage_error(run_pytest, tmp_path, cas
     error = result.stderr.strip().splitlines()
     assert any(spec in line and reason in line for line in error), result.stderr
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_the_entry_point_asks_for_the_suite_only_where_a_run_is_the_suites(monkeypatch,
+                                                                           tmp_path):
+    """The light entry point registers the suite's plugins where the conformance conftest
+    is loaded, or a harness option or environment variable is given (``pytest --replay``
+    from any folder); an unrelated run (tests/harness/test_installed.py runs one) gets
+    none of them."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from conv_harness import pytest_entry
+
+    def config(*args, plugins=()):
+        return SimpleNamespace(invocation_params=SimpleNamespace(args=args),
+                               pluginmanager=SimpleNamespace(get_plugins=lambda: plugins))
+
+    monkeypatch.delitem(sys.modules, pytest_entry.SUITE_CONFTEST, raising=False)
+    for name in ("CONV_IMPL", "CONV_DB", "PYTEST_ADDOPTS"):
+        monkeypatch.delenv(name, raising=False)
+    assert not pytest_entry.asks_for_suite(config())
+    assert not pytest_entry.asks_for_suite(config("tests", "-k", "impl"))
+    for asking in (["--replay=case.json"], ["--impl", "x.py"], ["--isolate"],
+                   ["--conv-budget", "5"]):
+        assert pytest_entry.asks_for_suite(config(*asking)), asking
+    suite_conftest = SimpleNamespace(
+        __file__=str(Path(pytest_entry.__file__).parent / "conformance" / "conftest.py"))
+    assert pytest_entry.asks_for_suite(config(plugins=(suite_conftest,)))
+    other_conftest = SimpleNamespace(__file__=str(tmp_path / "conformance" / "conftest.py"))
+    assert not pytest_entry.asks_for_suite(config(plugins=(other_conftest,)))
+    monkeypatch.setenv("CONV_IMPL", "mine.py")
+    assert pytest_entry.asks_for_suite(config())
+    monkeypatch.delenv("CONV_IMPL")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--conv-db=/tmp/db")
+    assert pytest_entry.asks_for_suite(config())
