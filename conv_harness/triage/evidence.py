@@ -251,12 +251,13 @@ def undeclared_precision(impl: Implementation, function: str, case: ConvCase,
     return f"{key}: {value}" if fits(case, names, results) else None
 
 
-def _within(case: ConvCase, names: tuple[str, ...], results: tuple, elementwise: bool,
-            max_terms: int | None = None) -> bool:
+def _within(case: ConvCase, names: tuple[str, ...], results: tuple, elementwise: bool = False,
+            max_terms: int | None = None, known: tuple | None = None) -> bool:
     """Whether every result is within ``case``'s bound of the reference on ``case``
     (with ``elementwise``, that bound less its normwise floor; with ``max_terms``, only
-    where each result sums at most that many terms, else False)."""
-    expected, magnitude = reference(case)
+    where each result sums at most that many terms, else False). ``known``: that
+    reference, (results, sums of |terms|), where the caller has it for these arrays."""
+    expected, magnitude = reference(case) if known is None else known
     for name, actual in zip(names, results):
         if actual is None or expected[name] is None:
             continue
@@ -290,7 +291,7 @@ def _computed_from_tf32(case: ConvCase, names: tuple[str, ...], results: tuple) 
         rounded = dataclasses.replace(case, x=tf32_rounded(case.x, nearest),
                                       weight=tf32_rounded(case.weight, nearest),
                                       grad_output=tf32_rounded(case.grad_output, nearest))
-        if _within(rounded, names, results, elementwise=False):
+        if _within(rounded, names, results):
             return True
     return False
 
@@ -316,7 +317,7 @@ def precision(impl: Implementation, function: str, case: ConvCase,
     names, results = _results(impl, function, case, timeout, kind)
     if not names:
         return None
-    expected, magnitude = reference(case)
+    known = reference(case)  # the same arrays in every dtype tried: computed once
     dtype = case.problem.dtype
     lower = DTYPES[DTYPES.index(dtype) + 1:] if dtype in DTYPES else ()
     # a lower dtype that cannot hold a result's value did not compute it: a non-zero
@@ -327,9 +328,7 @@ def precision(impl: Implementation, function: str, case: ConvCase,
     found = None
     for dtype in lower:
         as_low = dataclasses.replace(case, problem=dataclasses.replace(case.problem, dtype=dtype))
-        if all(actual is None or expected[name] is None or compare(
-                name, actual, expected[name], tolerance(as_low, name, magnitude)) is None
-               for name, actual in zip(names, results)):
+        if _within(as_low, names, results, known=known):
             found = dtype
             break  # the highest precision that explains the errors
     return found
