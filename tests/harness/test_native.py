@@ -121,9 +121,8 @@ def test_torchs_own_backward_raises_for_a_channels_last_input_and_a_fortran_weig
               for seed, (name, shape) in enumerate(p.shapes().items())}
     case = ConvCase(problem=p, layouts={"x": "channels_last", "weight": "F"}, **arrays)
     failures = examine("grad_weight", impl, case)
-    if not failures:
-        pytest.skip(f"torch {torch.__version__}'s backward for these layouts does not raise "
-                    f"on this CPU ({torch.backends.cpu.get_cpu_capability()})")
+    _skip_unless_torch_shows(bool(failures), "the backward's raise for these layouts",
+                             "no failure")
     (failure,) = failures
     assert failure.check == "raised" and "grad_weight must be contiguous" in failure.message
     assert not examine("grad_weight", impl, dataclasses.replace(case, layouts={"x": "channels_last"}))
@@ -320,18 +319,23 @@ def test_a_numpy_implementation_gets_and_returns_ml_dtypes_bfloat16(tmp_path):
     passes()
 
 
-def _where_torch_shows_it(runs: dict, bug: str, shows: object, control: str,
-                          what: str) -> None:
-    """Go on only where torch's bug shows: the control variant must run cleanly
-    everywhere (0), while the bug variant's outcome depends on the CPU (torch picks its
-    CPU kernels by instruction set), so a test of the bug skips, saying so, where the
-    bug does not show."""
-    assert runs[control] == 0, runs
-    if runs[bug] != shows:
+def _skip_unless_torch_shows(shown: bool, what: str, seen: object) -> None:
+    """Go on only where torch's bug shows: torch picks its CPU kernels by instruction
+    set, so a test of one of its bugs skips, saying so and what it saw (``seen``), where the
+    bug does not show on this CPU."""
+    if not shown:
         import platform
         pytest.skip(f"torch {torch.__version__} does not show {what} on this CPU "
                     f"({platform.machine()}, torch's CPU capability "
-                    f"{torch.backends.cpu.get_cpu_capability()}): {runs}")
+                    f"{torch.backends.cpu.get_cpu_capability()}): {seen}")
+
+
+def _where_torch_shows_it(runs: dict, bug: str, shows: object, control: str,
+                          what: str) -> None:
+    """`_skip_unless_torch_shows` for exit statuses: the control variant must run cleanly
+    everywhere (0), the bug variant as ``shows`` where the bug shows."""
+    assert runs[control] == 0, runs
+    _skip_unless_torch_shows(runs[bug] == shows, what, runs)
 
 
 def _exit_codes(code: str, *variants: str) -> dict[str, int]:
@@ -450,9 +454,8 @@ def test_torchs_own_float64_grouped_grad_weight_is_wrong_for_an_f_input_and_a_sl
     assert not wrong_torch_float64_grad_weight(x.contiguous(), weight, 2)
     assert not examine("grad_weight", torch_impl("cpu", "functional"), case)
     failures = examine("grad_weight", torch_impl("cpu", "native_strides"), case)
-    if not failures:
-        pytest.skip(f"torch {torch.__version__} gives the right grad_weight on this CPU "
-                    f"({torch.backends.cpu.get_cpu_capability()})")
+    _skip_unless_torch_shows(bool(failures), "the wrong float64 grouped grad_weight",
+                             "the right grad_weight")
     (failure,) = failures
     assert failure.check == "grad_weight", failure.message
     for layouts in ({"x": "F"}, {"weight": "channels_last_slice"}):
@@ -492,11 +495,8 @@ def test_torchs_own_bfloat16_conv3d_reads_garbage():
                                        check=True).stdout)
              for dtype in ("bfloat16", "float32")}
     assert wrong["float32"] == 0, wrong
-    if wrong["bfloat16"] == 0:
-        import platform
-        pytest.skip(f"torch {torch.__version__} does not show the bfloat16 conv3d garbage "
-                    f"read on this CPU ({platform.machine()}, torch's CPU capability "
-                    f"{torch.backends.cpu.get_cpu_capability()}): 0 of 200 wrong")
+    _skip_unless_torch_shows(wrong["bfloat16"] > 0, "the bfloat16 conv3d garbage read",
+                             "0 of 200 wrong")
 
 
 class _OffBy:
