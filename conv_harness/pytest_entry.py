@@ -64,8 +64,13 @@ def asks_for_suite(config: pytest.Config) -> bool:
         return True
     if any(os.environ.get(name, "").strip() for name in ASKING_ENV):
         return True
-    words = shlex.split(os.environ.get("PYTEST_ADDOPTS", "")) + list(config.invocation_params.args)
-    return any(str(word).startswith(ASKING_OPTIONS) for word in words)
+    return any(str(word).startswith(ASKING_OPTIONS) for word in _command_words(config))
+
+
+def _command_words(config: pytest.Config) -> list[str]:
+    """The run's command-line words as pytest reads them: $PYTEST_ADDOPTS's first."""
+    return (shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
+            + list(config.invocation_params.args))
 
 
 def _is_suite_conftest(path: str | None) -> bool:
@@ -112,8 +117,7 @@ def same_choice_for_joined_words(config: pytest.Config) -> bool:
         from _pytest.config.findpaths import determine_setup
 
         params = config.invocation_params
-        args = shlex.split(os.environ.get("PYTEST_ADDOPTS", "")) + list(params.args)
-        known = config._parser.parse_known_args(args)
+        known = config._parser.parse_known_args(_command_words(config))
         rootpath, inipath, *_ = determine_setup(
             inifile=known.inifilename, override_ini=known.override_ini,
             args=known.file_or_dir, rootdir_cmd_arg=known.rootdir or None,
