@@ -58,7 +58,6 @@ from conv_harness.state import STATE
 from conv_harness.triage import stored
 from conv_harness.triage.catalog import Bug, merge
 
-ENV, ENV_READ_ONLY = DATABASE_ENV, DATABASE_ENV_READ_ONLY
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 SHARED = pytest.StashKey[str]()
 #: the user property a test's recalled bugs travel in, from worker to controller
@@ -120,9 +119,10 @@ def open_database(spec: str, base: Path | None = None) -> ExampleDatabase:
 
 def requested(config: pytest.Config) -> tuple[str | None, bool]:
     """(the shared database's spec or None, read-only?) from the options or environment."""
-    spec = config.getoption("--conv-db", default=None) or os.environ.get(ENV, "").strip() or None
+    spec = (config.getoption("--conv-db", default=None)
+            or os.environ.get(DATABASE_ENV, "").strip() or None)
     read_only = bool(config.getoption("--conv-db-read-only", default=False)
-                     or os.environ.get(ENV_READ_ONLY, "").strip() not in ("", "0"))
+                     or os.environ.get(DATABASE_ENV_READ_ONLY, "").strip() not in ("", "0"))
     return spec, read_only
 
 
@@ -140,8 +140,9 @@ def pytest_configure(config: pytest.Config) -> None:
     spec, read_only = requested(config)
     if spec is None:
         if read_only:
-            raise pytest.UsageError(f"--conv-db-read-only (or ${ENV_READ_ONLY}) needs a "
-                                    f"database: --conv-db PATH|redis://HOST:PORT/N or ${ENV}")
+            raise pytest.UsageError(f"--conv-db-read-only (or ${DATABASE_ENV_READ_ONLY}) needs "
+                                    f"a database: --conv-db PATH|redis://HOST:PORT/N or "
+                                    f"${DATABASE_ENV}")
         return
     if config.getoption("hypothesis_seed", default=None) is not None:
         raise pytest.UsageError(f"--conv-db {spec} with --hypothesis-seed: Hypothesis uses "

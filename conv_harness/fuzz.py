@@ -183,7 +183,7 @@ class Relay(threading.Thread):
 
 def database_spec(suite_options: Sequence[str]) -> str:
     """The database the campaign writes: ``--conv-db`` (or $CONV_DB), else the local one."""
-    from conv_harness.database import ENV
+    from conv_harness.options import DATABASE_ENV
 
     spec = None
     for i, arg in enumerate(suite_options):
@@ -191,7 +191,7 @@ def database_spec(suite_options: Sequence[str]) -> str:
             spec = suite_options[i + 1]
         elif arg.startswith("--conv-db="):
             spec = arg.split("=", 1)[1]
-    return spec or os.environ.get(ENV, "").strip() or str(Path(".hypothesis") / "examples")
+    return spec or os.environ.get(DATABASE_ENV, "").strip() or str(Path(".hypothesis") / "examples")
 
 
 def campaign_summary(spec: str, since: float) -> tuple[list[str], int]:

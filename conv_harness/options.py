@@ -105,7 +105,8 @@ def _database_options(group: Any) -> None:
         "--conv-db", default=None, metavar="PATH|redis://HOST:PORT/N",
         help=f"a Hypothesis example database shared with other runs and machines: a "
              f"directory, or a Redis server (needs redis-py: {REDIS_INSTALL}); failures any "
-             f"of them found are replayed first. Default: ${DATABASE_ENV}. Turns derandomisation off.")
+             f"of them found are replayed first. Default: ${DATABASE_ENV}. Turns "
+             f"derandomisation off.")
     group.addoption(
         "--conv-db-read-only", action="store_true", default=False,
         help=f"replay the --conv-db database but write only the local one "
