@@ -10,10 +10,10 @@ feature, one step: the kernel (one tap more, or less), the stride (1 and 2
 swap), the padding (one less, or one where there is none), the dilation (1
 and 2 swap), the groups pattern (dense and depthwise swap, grouped becomes
 dense), the outputs (an odd count on every axis, where the archetype's
-own has an even one: a path that tiles by two loses the tail), or the channels
-per group of a dense or grouped archetype (`CHANNELS_NEIGHBOUR`, off every block
-an optimised kernel takes channels in: a path that mishandles the last, partial
-block of a group's channels fails only there).
+own has an even one: a path that tiles by two loses the tail), or the input
+channels per group of a dense or grouped archetype (`CHANNELS_NEIGHBOUR`, off
+every block an optimised kernel takes channels in: a path that mishandles the
+last, partial block of a group's channels fails only there).
 
 Every visit has small, fixed sizes (batch 2, two channels per group, four
 outputs per axis or the fewest the padding leaves), float32 where the
@@ -34,7 +34,7 @@ from strategies.cases import noise_case
 from strategies.problems import Bounds
 
 #: what a neighbour changes: the archetype's features, the outputs' parity and the
-#: channels per group
+#: input channels per group
 NEIGHBOUR_FEATURES = archetypes.FEATURES + ("outputs", "channels")
 #: the channels neighbour's input channels per group (the reduction's): one above 16,
 #: so one above a multiple of 4, 8 and 16 (the blocks kernels take channels in), a
