@@ -20,7 +20,7 @@ from conv_harness.running.calling import TimeLimit
 from conv_harness.running.loader import (
     Implementation,
     SpecError,
-    load_implementation,
+    load_implementations,
 )
 from conv_harness.running.target import Target
 from conv_harness.state import RUN
@@ -35,22 +35,16 @@ def requested_specs(config: pytest.Config) -> list[str]:
     if not specs:
         env = os.environ.get("CONV_IMPL", "").strip()
         specs = [env] if env else [DEFAULT_SPEC]
-    return list(dict.fromkeys(specs))  # the same spec twice is checked once
+    return specs
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "conv_check(name): a conformance test running the named check")
-    impls: list[Implementation] = []
-    for spec in requested_specs(config):
-        try:
-            impls.append(load_implementation(spec))
-        except SpecError as exc:
-            raise pytest.UsageError(str(exc)) from None
-    names = [impl.name for impl in impls]
-    for impl in impls:  # two files called mine.py: tell them apart by their spec
-        if names.count(impl.name) > 1:
-            impl.name = impl.spec
+    try:
+        impls = load_implementations(requested_specs(config))
+    except SpecError as exc:
+        raise pytest.UsageError(str(exc)) from None
     config.stash[IMPLEMENTATIONS] = impls
     # A failure's report (20-40 lines) is in the failures section already; on CI, or
     # under -vv, pytest's short summary would print it again in full beside each
@@ -60,6 +54,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from conv_harness.reporting.summary import (
         Summary,  # imports the checks, hence numpy and the registry
     )
+    from conv_harness.summary_hooks import SummaryHooks
     from conv_harness.triage.search import BugSearch
     max_bugs = config.getoption("--conv-max-bugs")
     if max_bugs < 1:
@@ -67,7 +62,8 @@ def pytest_configure(config: pytest.Config) -> None:
     budget = config.getoption("--conv-budget")
     if budget < 0:
         raise pytest.UsageError(f"--conv-budget {budget:g}: must be 0 (none) or more seconds")
-    config.pluginmanager.register(Summary(impls, failures_dir(config)), "conv_harness_summary")
+    config.pluginmanager.register(SummaryHooks(Summary(impls, failures_dir(config))),
+                                  "conv_harness_summary")
     bug_search = BugSearch(max_bugs, config.getoption("--conv-print-scripts"), budget or None,
                            failures_dir(config))
     bug_search.run.given = given

@@ -43,7 +43,7 @@ from conv_harness.checks import oracle
 from conv_harness.checks.registry import REGISTRY, run_check
 from conv_harness.plugin import loaded_implementations, timeout_of
 from conv_harness.reporting.failures import CaseFileError, earlier_calls, load_case, script_path
-from conv_harness.reporting.summary import REPLAYED
+from conv_harness.summary_hooks import REPLAYED
 from conv_harness.running.calling import CheckFailure, Timeout, call_backward, call_forward
 from conv_harness.running.isolate import isolate_implementations
 from conv_harness.running.loader import (

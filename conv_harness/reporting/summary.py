@@ -1,46 +1,37 @@
 """The run summary: per implementation, the verdict, its distinct bugs, coverage.
 
-Workers tally each conformance test's examples and features (conv_harness.reporting.coverage)
-and attach the tally, and the bugs the test found (conv_harness/triage), to the
-test's report as a user property, which xdist ships to the controller; the
-controller gathers them in ``pytest_runtest_logreport``, merges the bugs of
-each implementation across checks (one entry per distinct bug), prints the
-summary and writes it to ``DIR/summary.json`` (contract section 4), once, at
-the end of the run, atomically.
+Each conformance test leaves a `record_of`: its tally of examples and features
+(conv_harness.reporting.coverage) and the bugs it found (conv_harness/triage). A
+`Summary` gathers the records of a run (`Summary.add`), merges the bugs of each
+implementation across checks (one entry per distinct bug), and gives the summary's
+lines and ``DIR/summary.json`` (contract section 4), written once, at the end of the
+run, atomically. The pytest run hands it the records its workers attach to their
+reports (conv_harness/summary_hooks.py); the in-process run (conv_harness/run.py)
+hands them over directly.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-import pytest
-
 from conv_harness.checks import oracle
 from conv_harness.checks.registry import REGISTRY
 from conv_harness.problem import OPS, ConvProblem
 from conv_harness.reporting import coverage
-from conv_harness.reporting.failures import CRASH_CASE, atomic_write
+from conv_harness.reporting.failures import atomic_write
 from conv_harness.running.loader import Implementation
 from conv_harness.running.target import Target
 from conv_harness.triage.catalog import Bug, merge
 from conv_harness.triage.history import CallLog, verify_alone
-from conv_harness.triage.search import BUGS
 from strategies.cases import noise_case
 from strategies.problems import never_drawn
 
 SUMMARY_FILE = "summary.json"
 
-PROPERTY = "conv_harness"
-_TALLY = pytest.StashKey[coverage.Tally]()
-#: (implementation name, op, check) of a test that is not a conformance test but whose
-#: failure is that implementation's bug: a regression case replayed (conv_harness/replay.py)
-REPLAYED = pytest.StashKey[tuple[str, str, str]]()
-_TEST_ID = re.compile(r"::test_(\w+)\[(.+)\]$")
 
 
 @dataclass
@@ -58,8 +49,18 @@ class ImplementationRecord:
     reached: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
 
 
+def record_of(impl: str, op: str, check: str, tally: coverage.Tally,
+                bugs: Sequence[dict], torch: bool) -> dict[str, Any]:
+    """What one test of ``check`` on ``impl``'s ``op`` leaves for the summary (as JSON:
+    it travels from a pytest-xdist worker to the controller): its tally, its bugs
+    (`Bug.to_json`), and whether its process could import torch."""
+    return {"impl": impl, "op": op, "check": check, "tally": dict(tally.features),
+            "bugs": list(bugs), "sizes": dict(tally.largest), "torch": torch,
+            "warnings": (tally.warnings, tally.first_warning)}
+
+
 class Summary:
-    """The controller's record of the run, filled from test reports."""
+    """A run's record, filled from its tests' records."""
 
     def __init__(self, implementations: list[Implementation], failures_dir: Path | None = None):
         self.implementations = implementations
@@ -67,75 +68,33 @@ class Summary:
         self.records: dict[str, ImplementationRecord] = defaultdict(ImplementationRecord)
         self.torch_missing = False  # as the processes that ran the tests found it
 
-    # -- on the worker --------------------------------------------------------
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item):
-        tally = coverage.Tally()
-        try:
-            with coverage.tallying(tally):
-                return (yield)
-        finally:
-            item.stash[_TALLY] = tally
+    def add(self, value: dict[str, Any], outcome: str, skip_reason: str = "") -> None:
+        """One test's `record_of` and its outcome ("passed", "failed", "skipped",
+        with ``skip_reason``)."""
+        record = self.records[value["impl"]]
+        slot = (value["check"], value["op"])
+        if record.outcomes.get(slot) != "failed":
+            record.outcomes[slot] = outcome
+        if outcome == "skipped":
+            record.skipped[slot] = skip_reason
+        record.tally.update(value["tally"])
+        if outcome != "skipped":
+            record.reached[value["check"]].update(
+                name for name, count in value["tally"].items() if count)
+        record.examples[slot] += value["tally"].get("examples", 0)
+        record.bugs += [Bug.from_json(raw) for raw in value.get("bugs", [])]
+        for name, size in value.get("sizes", {}).items():
+            record.largest[name] = max(size, record.largest.get(name, 0))
+        self.torch_missing |= value.get("torch") is False
+        count, first = value.get("warnings") or (0, None)
+        record.warnings += count
+        record.first_warning = record.first_warning or first
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
-        report = yield
-        marker = item.get_closest_marker("conv_check")
-        callspec = getattr(item, "callspec", None)
-        target = callspec.params.get("target") if callspec else None
-        tally = item.stash.get(_TALLY, None) or coverage.Tally()
-        warned = (tally.warnings, tally.first_warning)
-        if marker is not None and hasattr(target, "impl") and (
-                call.when == "call" or report.skipped):
-            report.user_properties.append((PROPERTY, {
-                "impl": target.impl.name, "op": target.op, "check": marker.args[0],
-                "tally": dict(tally.features), "bugs": item.stash.get(BUGS, []),
-                "sizes": dict(tally.largest), "torch": oracle.torch_available(),
-                "warnings": warned}))
-        elif REPLAYED in item.stash and call.when == "call":  # only a failure sets it
-            impl, op, check = item.stash[REPLAYED]
-            report.user_properties.append((PROPERTY, {
-                "impl": impl, "op": op, "check": check, "tally": {},
-                "bugs": item.stash.get(BUGS, []), "sizes": {}, "torch": True,
-                "warnings": warned}))
-        return report
-
-    # -- on the controller ----------------------------------------------------
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.failed and not any(key == PROPERTY for key, _ in report.user_properties):
-            self._without_tally(report)
-        for key, value in report.user_properties:
-            if key != PROPERTY:
-                continue
-            record = self.records[value["impl"]]
-            outcome = "skipped" if report.skipped else report.outcome
-            slot = (value["check"], value["op"])
-            if record.outcomes.get(slot) != "failed":
-                record.outcomes[slot] = outcome
-            if report.skipped:
-                record.skipped[slot] = _skip_reason(report)
-            record.tally.update(value["tally"])
-            if not report.skipped:
-                record.reached[value["check"]].update(
-                    name for name, count in value["tally"].items() if count)
-            record.examples[slot] += value["tally"].get("examples", 0)
-            record.bugs += [Bug.from_json(raw) for raw in value.get("bugs", [])]
-            for name, size in value.get("sizes", {}).items():
-                record.largest[name] = max(size, record.largest.get(name, 0))
-            self.torch_missing |= value.get("torch") is False
-            count, first = value.get("warnings") or (0, None)
-            record.warnings += count
-            record.first_warning = record.first_warning or first
-
-    def _without_tally(self, report: pytest.TestReport) -> None:
-        """A conformance test that failed without its worker's tally: the worker died
-        (a crash under xdist, reported by the controller). Its verdict still counts, and
-        the case the controller saved is an entry of the bug list, its script run alone."""
-        match = _TEST_ID.search(report.nodeid)
-        if match is None or match.group(1) not in REGISTRY:
-            return
-        check, target = match.group(1), match.group(2)
-        saved = [Path(value) for key, value in report.user_properties if key == CRASH_CASE]
+    def add_crash(self, check: str, target: str, saved: Sequence[Path]) -> None:
+        """A conformance test of ``check`` on ``target`` (its id, ``impl-op``) whose
+        process died without its record (a crash under xdist): its verdict still counts,
+        and each case its controller ``saved`` is an entry of the bug list, its script
+        run alone."""
         for impl in self.implementations:
             for op in OPS:
                 if target == f"{impl.name}-{op}":
@@ -179,30 +138,30 @@ class Summary:
                 "checks_not_run": checks_not_run(impl, record)})
         return {"implementations": out}
 
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if hasattr(session.config, "workerinput") or self.failures_dir is None:
-            return  # an xdist worker: the controller writes it
-        if not self.records:
-            return  # no conformance test ran (a replay, or other tests)
+    def write(self) -> None:
+        """summary.json in the failures folder, if any test ran (a replay, or a run of
+        other tests, has none) and the folder is writable."""
+        if self.failures_dir is None or not self.records:
+            return
         try:
             atomic_write(self.failures_dir / SUMMARY_FILE,
                          json.dumps(self.as_json(), indent=1) + "\n")
         except OSError:
             pass
 
-    def pytest_terminal_summary(self, terminalreporter) -> None:
-        if not self.records:  # no conformance test ran (a replay, or other tests)
-            return
-        write = terminalreporter.write_line
-        terminalreporter.section("convolution harness summary")
+    def lines(self) -> list[str]:
+        """The summary as printed at the end of a run: empty where no test ran."""
+        if not self.records:
+            return []
+        lines = []
         if self.torch_missing:  # the workers' word: importing torch here costs seconds
-            write("oracle checks (forward, grad_*) not run: PyTorch is not importable; "
-                  "only the oracle-free checks ran")
+            lines.append("oracle checks (forward, grad_*) not run: PyTorch is not "
+                         "importable; only the oracle-free checks ran")
         for impl in self.implementations:
-            for line in self.describe(impl):
-                write(line)
+            lines += self.describe(impl)
         if self.failures_dir is not None:
-            write(f"(this summary as JSON: {self.failures_dir / SUMMARY_FILE})")
+            lines.append(f"(this summary as JSON: {self.failures_dir / SUMMARY_FILE})")
+        return lines
 
     def describe(self, impl: Implementation) -> list[str]:
         record = self.records.get(impl.name, ImplementationRecord())
@@ -348,13 +307,6 @@ def warnings_of(impl: Implementation, record: ImplementationRecord) -> tuple[int
     """How many warnings the implementation raised (importing it and in its calls), the first."""
     imported, first = impl.import_warnings
     return imported + record.warnings, first or record.first_warning
-
-
-def _skip_reason(report: pytest.TestReport) -> str:
-    """The reason pytest gives for a skipped test (``skip(reason=...)``)."""
-    longrepr = report.longrepr
-    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
-    return reason.removeprefix("Skipped: ")
 
 
 def operations_not_provided(impl: Implementation) -> list[str]:

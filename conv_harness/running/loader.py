@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from conv_harness.descriptor import DescriptorError, parse_problem_line
 from conv_harness.problem import OPS, ConvProblem
@@ -239,6 +239,17 @@ def load_implementation(spec: str) -> Implementation:
                           events=events if callable(events) else None,
                           import_warnings=(imported.warnings, imported.first_warning),
                           paths=declared_paths(spec, getattr(target, "HARNESS_PATHS", None)))
+
+
+def load_implementations(specs: Sequence[str]) -> list[Implementation]:
+    """Each of ``specs`` loaded, the same spec once; two of the same name (two files
+    called mine.py) told apart by their specs."""
+    impls = [load_implementation(spec) for spec in dict.fromkeys(specs)]
+    names = [impl.name for impl in impls]
+    for impl in impls:
+        if names.count(impl.name) > 1:
+            impl.name = impl.spec
+    return impls
 
 
 def native_functions(spec: str, functions: dict[str, Callable[..., Any]],

@@ -35,6 +35,7 @@ from conv_impl.adapters import (
 )
 from tests.harness.conftest import PROJECT_ROOT
 from tests.harness.layers import channels_last_3d
+from tests.harness.runs import suite_in_process
 
 CONTRACT_KEYS = {"dtypes", "dilation", "groups", "bias_none", "square", "contiguous_only"}
 ALL_OPS = ("conv1d", "conv2d", "conv3d")
@@ -670,13 +671,11 @@ def test_a_layer_computing_in_float64_gives_float64_and_the_harness_fails_it(dty
 
 @pytest.mark.long
 def test_the_summary_notes_casts_and_copies_and_counts_no_layout_the_layer_never_got(
-        run_pytest, tmp_path):
-    done = run_pytest("--impl", f"{FLOAT64_LAYER}:impl", "--impl", f"{FLOAT64_LAYER}:cast",
-                      "-k", "test_forward and conv2d]", "--conv-budget", "2",
-                      "--conv-failures", tmp_path / "f")
-    out = done.stdout
-    assert done.returncode == 1, out + done.stderr
-    summary = out.split("convolution harness summary")[1]
+        tmp_path):
+    done = suite_in_process([f"{FLOAT64_LAYER}:impl", f"{FLOAT64_LAYER}:cast"], ("forward",),
+                            ("conv2d",), tmp_path / "f", budget=2)
+    assert not done.passed, done.text
+    summary = "\n".join(done.lines)
     shown, cast = summary.split("float64_layer:cast [")
     assert "float64_layer:impl [" in shown and "FAILED: forward (conv2d)" in shown
     assert "dtype" in shown

@@ -28,7 +28,7 @@ from conv_harness.running.capabilities import Capabilities, CapabilitiesError
 from conv_harness.running.loader import load_implementation
 from strategies.cases import draw_case
 from tests.harness.conftest import QUIET
-from tests.harness.in_process import run_entries
+from tests.harness.runs import triaged
 
 HERE = Path(__file__).parent
 CHECKS = ("forward", "grad_input", "grad_weight", "grad_bias")
@@ -163,7 +163,7 @@ def _bugs(tmp_path, monkeypatch, spec: str) -> tuple[list[dict], str]:
     """The bug entries of the forward check on conv2d, made in this process, and the
     run's reports."""
     failures = tmp_path / "failures"
-    bugs, out = run_entries(spec, ("forward",), ("conv2d",), failures, monkeypatch)
+    bugs, out = triaged(spec, ("forward",), ("conv2d",), failures)
     for bug in bugs:
         bug["record"] = json.loads((failures / bug["case_file"]).read_text())
     return bugs, out

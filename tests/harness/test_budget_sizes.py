@@ -17,20 +17,21 @@ import json
 import re
 from pathlib import Path
 
-from tests.harness.test_triage import run_summary, scripts_exit_1
+from tests.harness.runs import suite_in_process
+from tests.harness.test_triage import scripts_exit_1
 
 SLOW = Path(__file__).resolve().parent / "slow.py"
 BUDGET = 4.0
 
 
-def test_a_budget_too_small_for_large_examples_draws_small_ones(run_pytest, tmp_path):
-    done = run_pytest("--impl", f"{SLOW}:by_size", "-k", "test_grad_input and conv2d]",
-                      "--conv-budget", str(BUDGET), "--conv-failures", tmp_path / "f")
-    assert done.returncode == 0, done.stdout[-3000:]
+def test_a_budget_too_small_for_large_examples_draws_small_ones(tmp_path):
+    done = suite_in_process(f"{SLOW}:by_size", ("grad_input",), ("conv2d",), tmp_path / "f",
+                            budget=BUDGET)
+    assert done.passed, done.text[-3000:]
     chosen = re.search(r"noted \(not failures\): --conv-budget chose (no large sizes|small "
                        r"sizes) for conv2d grad_input(?:: no large tier[^(]*)? \(an example took "
-                       r"([\d.e-]+) s tiny, ([\d.e-]+) s small, ([\d.e-]+) s large\)", done.stdout)
-    assert chosen, done.stdout[-3000:]
+                       r"([\d.e-]+) s tiny, ([\d.e-]+) s small, ([\d.e-]+) s large\)", done.text)
+    assert chosen, done.text[-3000:]
     # The choice follows what it measured, one timing of each tier, whatever the machine's
     # load: large examples cost over twice small ones, so the large tier goes; the small
     # sizes are halved too only where 100 small examples did not fit the budget and they
@@ -48,18 +49,19 @@ def test_a_budget_too_small_for_large_examples_draws_small_ones(run_pytest, tmp_
     examples = summary["implementations"][0]["examples"]
     assert examples <= 100
     # the tiny tier's sizes only, in whatever ran: the large tier reaches K in the thousands
-    largest = re.search(r"reduction length K (\d+)", done.stdout)
+    largest = re.search(r"reduction length K (\d+)", done.text)
     assert (largest is None and examples == 0) or (
-        largest and int(largest.group(1)) <= 200), done.stdout[-2000:]
+        largest and int(largest.group(1)) <= 200), done.text[-2000:]
     # no archetype brings a large kernel back (a 7x7 stem is capped at the tiny bound)
-    assert not re.search(r"large (batch|channels|kernel)", done.stdout), done.stdout[-2000:]
+    assert not re.search(r"large (batch|channels|kernel)", done.text), done.text[-2000:]
 
 
-def test_sizes_chosen_once_keep_shrinking_and_replay_deterministic(run_pytest, tmp_path):
-    summary, failures, out = run_summary(run_pytest, tmp_path, "--impl",
-                                         f"{SLOW}:buggy_by_size", "-k",
-                                         "test_grad_input and conv2d]", "--conv-budget", "8")
-    (bug,) = summary["implementations"][0]["bugs"]
+def test_sizes_chosen_once_keep_shrinking_and_replay_deterministic(tmp_path):
+    failures = tmp_path / "failures"
+    done = suite_in_process(f"{SLOW}:buggy_by_size", ("grad_input",), ("conv2d",), failures,
+                            budget=8)
+    out = done.text
+    (bug,) = done.bugs()
     assert 3 in bug["params"]["stride"]  # the stride bug, shrunk
     # which of the two cuts it takes follows one timing of each tier (see above)
     assert re.search(r"--conv-budget chose (no large|small) sizes for conv2d grad_input", out)
@@ -67,9 +69,9 @@ def test_sizes_chosen_once_keep_shrinking_and_replay_deterministic(run_pytest, t
     scripts_exit_1(failures, [bug])
 
 
-def test_cost_per_call_keeps_every_size(run_pytest, tmp_path):
-    done = run_pytest("--impl", f"{SLOW}:correct", "-k", "test_grad_input and conv2d]",
-                      "--conv-budget", "2", "--conv-failures", tmp_path / "f")
-    assert done.returncode == 0, done.stdout[-3000:]
+def test_cost_per_call_keeps_every_size(tmp_path):
+    done = suite_in_process(f"{SLOW}:correct", ("grad_input",), ("conv2d",), tmp_path / "f",
+                            budget=2)
+    assert done.passed, done.text[-3000:]
     assert re.search(r"--conv-budget kept every size for conv2d grad_input: cost does not "
-                     r"grow with size", done.stdout), done.stdout[-3000:]
+                     r"grow with size", done.text), done.text[-3000:]

@@ -20,6 +20,7 @@ from conv_harness.running.capabilities import Capabilities, CapabilitiesError
 from conv_harness.running.loader import SpecError, load_implementation
 from strategies import conv_cases, conv_problems
 from strategies.invalid import invalid_cases
+from tests.harness.runs import suite_in_process
 
 FAST = settings(max_examples=120, deadline=None, database=None, phases=[Phase.generate],
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -313,16 +314,12 @@ def test_torchs_rule_still_draws_output_padding_at_or_above_stride():
 
 
 def test_an_implementation_refusing_output_padding_at_stride_passes_only_declaring_it(
-        run_pytest, tmp_path):
-    done = run_pytest("--impl", f"{BELOW_STRIDE}:declared", "--impl", f"{BELOW_STRIDE}:undeclared",
-                      "-k", "test_forward and conv_transpose1d", "-rA",
-                      "--conv-failures", tmp_path / "f")
-    out = done.stdout
-    assert done.returncode == 1, out + done.stderr
-    assert "PASSED tests/conformance/test_conformance.py::test_forward[below_stride:declared-" \
-           "conv_transpose1d]" in out
-    assert "FAILED tests/conformance/test_conformance.py::test_forward[below_stride:undeclared-" \
-           "conv_transpose1d]" in out
-    assert "must be smaller than stride" in out
-    summary = out.split("convolution harness summary")[1]
+        tmp_path):
+    declared, undeclared = f"{BELOW_STRIDE}:declared", f"{BELOW_STRIDE}:undeclared"
+    done = suite_in_process([declared, undeclared], ("forward",), ("conv_transpose1d",),
+                            tmp_path / "f")
+    assert done.entry(declared)["verdict"] == "passed", done.text
+    assert done.entry(undeclared)["verdict"] == "failed", done.text
+    assert "must be smaller than stride" in done.text
+    summary = "\n".join(done.lines)
     assert "conv_transpose1d: output_padding >= stride (transposed)" in summary

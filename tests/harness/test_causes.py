@@ -25,7 +25,7 @@ from conv_harness.triage import boundary, causes, evidence
 from conv_harness.triage.catalog import Bug, merge, part_of, signature
 from conv_harness.triage.explain import Row, explain, failure_probe
 from conv_harness.triage.runner import ScriptRunner
-from tests.harness.in_process import run_entries
+from tests.harness.runs import triaged
 from tests.harness.test_triage import constant_case, problem, scripts_exit_1
 
 CAUSES = Path(__file__).resolve().parent / "causes_bugs.py"
@@ -656,7 +656,7 @@ def in_process(tmp_path, monkeypatch, name: str, checks: tuple[str, ...],
     as a run without xdist): the same searches, triage and merge, no pytest start-up;
     ``seed``: each search's seed from it, as in a default run (else the profile's)."""
     failures = tmp_path / "failures"
-    bugs, out = run_entries(spec(name), checks, ops, failures, monkeypatch, seed=seed)
+    bugs, out = triaged(spec(name), checks, ops, failures, seed=seed)
     return bugs, failures, out
 
 

@@ -13,6 +13,7 @@ from conv_harness.descriptor import parse_problem_line
 from conv_harness.running.loader import load_implementation
 from strategies.archetypes import classify
 from strategies.cases import noise_case
+from tests.harness.runs import suite_in_process
 
 HERE = Path(__file__).parent
 BATCH = HERE / "data" / "benchdnn_regression_f32_2d.txt"
@@ -71,18 +72,23 @@ def test_conv_problem_at_file_runs_every_check_on_those_problems(run_pytest, tmp
     assert set(entry["archetypes"]) <= in_the_file, entry["archetypes"]
 
 
-def test_a_given_stem_is_counted_as_its_archetype(run_pytest, tmp_path):
+def test_a_given_stem_is_counted_as_its_archetype(tmp_path):
     """The batch's regression_oc-channel line, a ResNet stem with 51 output channels."""
-    result = run_pytest("--conv-problem", "mb1ic3ih320oc51oh160kh7sh2ph3", "-k",
-                        "test_forward", "--conv-budget", "0.01")
-    entry = _passing_entry(result, tmp_path)
+    result = suite_in_process("conv_impl.einsum", ("forward",), None, tmp_path / "failures",
+                              problems=[parse_problem_line("mb1ic3ih320oc51oh160kh7sh2ph3")],
+                              budget=0.01)
+    assert result.passed, result.text[-3000:]
+    entry = result.entry()
     assert entry["archetypes"]["resnet 7x7 s2 p3 stem"]["exact"] >= 1
 
 
-def test_given_problems_only(run_pytest, tmp_path):
-    result = run_pytest("--conv-problem", "mb1ic2ih4oc3kh3ph1", "--conv-problem",
-                        "conv_transpose1d float64 mb1ic2iw3oc2kw2sw2", "-k", "test_forward")
-    entry = _passing_entry(result, tmp_path)
+def test_given_problems_only(tmp_path):
+    result = suite_in_process("conv_impl.einsum", ("forward",), None, tmp_path / "failures",
+                              problems=[parse_problem_line(line) for line in (
+                                  "mb1ic2ih4oc3kh3ph1",
+                                  "conv_transpose1d float64 mb1ic2iw3oc2kw2sw2")])
+    assert result.passed, result.text[-3000:]
+    entry = result.entry()
     assert set(entry["examples_per_test"]) == {"forward conv2d", "forward conv_transpose1d"}
     assert "resnet 3x3 s1 p1" in entry["archetypes"]
 

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from conv_impl import einsum
 from conv_harness.problem import OPS
 from strategies import conv_cases
+from tests.harness.runs import suite_in_process
 
 EVERY_PATH = Path(__file__).resolve().parent / "einsum_every_path.py"
 ALGORITHMS = {"pointwise", "direct", "exact windows", "exact windows, channels-last",
@@ -43,11 +44,10 @@ def test_the_main_jobs_strategies_reach_every_engine_path():
     assert ALGORITHMS <= reached, sorted(reached)
 
 
-def test_the_thresholded_paths_pass_the_oracle_checks(run_pytest, tmp_path):
-    done = run_pytest("--impl", EVERY_PATH, "-k",
-                      "(test_forward or test_grad_input or test_grad_weight) and "
-                      "(conv2d] or conv_transpose2d] or conv3d])")
-    assert done.returncode == 0, done.stdout[-4000:]
-    features = re.search(r"features covered: (.*)", done.stdout).group(1)
+def test_the_thresholded_paths_pass_the_oracle_checks(tmp_path):
+    done = suite_in_process(str(EVERY_PATH), ("forward", "grad_input", "grad_weight"),
+                            ("conv2d", "conv_transpose2d", "conv3d"), tmp_path / "failures")
+    assert done.passed, done.text[-4000:]
+    features = re.search(r"features covered: (.*)", done.text).group(1)
     for label in ("several chunks", "channels-last"):
-        assert f"einsum path: " in features and label in features, features
+        assert "einsum path: " in features and label in features, features

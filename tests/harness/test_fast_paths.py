@@ -4,7 +4,7 @@ to their minimal case; the archetypes are drawn, counted, and shrink away.
 The search test runs the checks that call the forward pass on the six
 implementations of fast_paths.py, each wrong on one path only, as a default
 run does (every test its own seed), for three runs, in this process
-(tests/harness/in_process.py).
+(conv_harness/run.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from conv_harness.running.loader import load_implementation
 from conv_harness.suite import found_on
 from strategies import archetypes
 from strategies.cases import noise_case
-from tests.harness import fast_paths, in_process
+from tests.harness import fast_paths
+from tests.harness.runs import suite_in_process, triaged
 
 HERE = Path(__file__).parent
 #: the checks that call the forward pass (the others do not see these bugs)
@@ -142,8 +143,8 @@ def test_a_default_run_finds_each_fast_path_bug_and_shrinks_it(name, run, tmp_pa
     """Each check its own seed, as in a default run; three runs. The checks that call
     the forward pass (the others do not see these bugs), in this process."""
     failures = tmp_path / "failures"
-    bugs, out = in_process.run_entries(f"{HERE / 'fast_paths.py'}:{name}", FORWARD_CHECKS,
-                                       (OPS[name],), failures, monkeypatch, seed=run)
+    bugs, out = triaged(f"{HERE / 'fast_paths.py'}:{name}", FORWARD_CHECKS,
+                        (OPS[name],), failures, seed=run)
     assert bugs, f"{name}: not found\n{out[-3000:]}"
     wrong = []  # every entry's outcome, before any assertion
     for bug in bugs:
@@ -180,20 +181,21 @@ def test_found_on_names_the_archetype_a_search_first_failed_on():
 
 
 @pytest.mark.long
-def test_a_bug_found_on_an_archetype_names_it_in_its_report(run_pytest, tmp_path):
+def test_a_bug_found_on_an_archetype_names_it_in_its_report(tmp_path):
     """Issue 22: the Winograd-dilation bug on DeepLab's 3x3 dilation 2 (the only problem
     given): the bug's report, above its trigger and explanation, says where it was found,
     and so do the summary's entry (above its trigger) and summary.json's ``found_on``."""
     deeplab = _archetype("3x3 d2 p2")
     problem = _problem("conv2d", input_size=(6, 7), kernel_size=deeplab.kernel,
                        padding=deeplab.padding, dilation=deeplab.dilation)
-    result = run_pytest("--impl", f"{HERE / 'fast_paths.py'}:winograd_dilation",
-                        "--conv-problem", format_descriptor(problem), "-k", "test_forward[")
-    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
-    report = result.stdout[result.stdout.index("found 1 distinct bug"):]
+    result = suite_in_process(f"{HERE / 'fast_paths.py'}:winograd_dilation", ("forward",),
+                              None, tmp_path / "failures", problems=[problem])
+    assert not result.passed, result.text[-3000:]
+    (report,) = result.reports
+    report = report[report.index("found 1 distinct bug"):]
     assert report.index("found on:   deeplab 3x3 d2 p2 (this problem)") < report.index(
         "trigger:")
-    summary = result.stdout[result.stdout.index("harness summary"):]
+    summary = "\n".join(result.lines)
     assert summary.index("     found on: deeplab 3x3 d2 p2\n") < summary.index("     trigger:")
     (entry,) = json.loads((tmp_path / "failures" / "summary.json").read_text())["implementations"]
     assert [bug["found_on"] for bug in entry["bugs"]] == ["deeplab 3x3 d2 p2"]

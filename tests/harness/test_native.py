@@ -3,7 +3,7 @@
 The torch cases run on the CPU, and again on a CUDA device where torch sees
 one (``python -m pytest tests/harness/test_native.py`` on a GPU machine checks
 cuDNN's convolutions); without one, those are skipped. In process
-(tests/harness/in_process.py), like the triage's other tests.
+(conv_harness/run.py), like the triage's other tests.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from conv_harness.running.isolate import _layout_of
 from conv_harness.running.loader import SpecError, load_implementation
 from strategies import conv_cases
 from strategies.cases import noise
-from tests.harness import in_process
+from tests.harness.runs import triaged
 from tests.harness.conftest import QUIET
 from tests.harness.test_triage import scripts_exit_1
 
@@ -131,10 +131,10 @@ def test_torchs_own_backward_raises_for_a_channels_last_input_and_a_fortran_weig
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.long
 def test_a_run_of_torch_functional_finds_nothing(device, tmp_path, monkeypatch):
-    bugs, _ = in_process.run_entries(f"{HERE / 'torch_impls.py'}:{device}.functional",
-                                     ("forward", "grad_input", "repeatable"),
-                                     ("conv1d", "conv3d", "conv_transpose2d"),
-                                     tmp_path / "failures", monkeypatch)
+    bugs, _ = triaged(f"{HERE / 'torch_impls.py'}:{device}.functional",
+                      ("forward", "grad_input", "repeatable"),
+                      ("conv1d", "conv3d", "conv_transpose2d"),
+                      tmp_path / "failures")
     assert bugs == []
 
 
@@ -177,8 +177,8 @@ def test_declarations_it_cannot_honour_are_usage_errors(tmp_path):
 def test_a_channels_last_only_bug_is_found_with_its_layout_and_script(device, tmp_path,
                                                                       monkeypatch):
     failures = tmp_path / "failures"
-    bugs, out = in_process.run_entries(f"{HERE / 'torch_impls.py'}:{device}.channels_last_only",
-                                       ("forward",), ("conv2d",), failures, monkeypatch)
+    bugs, out = triaged(f"{HERE / 'torch_impls.py'}:{device}.channels_last_only",
+                        ("forward",), ("conv2d",), failures)
     assert len(bugs) == 1, out
     (bug,) = bugs
     record = json.loads((failures / bug["case_file"]).read_text())
@@ -194,9 +194,9 @@ def test_a_channels_last_only_bug_is_found_with_its_layout_and_script(device, tm
 def test_a_forward_alones_wrong_autograd_backward_is_found_and_said_to_come_from_autograd(
         device, tmp_path, monkeypatch):
     failures = tmp_path / "failures"
-    bugs, out = in_process.run_entries(f"{HERE / 'torch_impls.py'}:{device}.autograd_function",
-                                       ("forward", "grad_input", "grad_weight", "grad_bias"),
-                                       ("conv2d",), failures, monkeypatch)
+    bugs, out = triaged(f"{HERE / 'torch_impls.py'}:{device}.autograd_function",
+                        ("forward", "grad_input", "grad_weight", "grad_bias"),
+                        ("conv2d",), failures)
     assert [(b["check"], b["function"]) for b in bugs] == [("grad_weight", "conv2d_backward")]
     (bug,) = bugs
     assert (bug["params"]["input_size"], bug["params"]["kernel_size"]) == ([1, 1], [1, 1])
@@ -208,9 +208,9 @@ def test_a_forward_alones_wrong_autograd_backward_is_found_and_said_to_come_from
 
 def test_the_torch_example_passes(tmp_path, monkeypatch):
     """examples/torch_unfold_conv.py: a forward on tensors, its backward from autograd."""
-    bugs, _ = in_process.run_entries(str(HERE.parent.parent / "examples" / "torch_unfold_conv.py"),
-                                     ("forward", "grad_input", "grad_weight", "adjoint"),
-                                     ("conv2d",), tmp_path / "failures", monkeypatch)
+    bugs, _ = triaged(str(HERE.parent.parent / "examples" / "torch_unfold_conv.py"),
+                      ("forward", "grad_input", "grad_weight", "adjoint"),
+                      ("conv2d",), tmp_path / "failures")
     assert bugs == []
 
 
@@ -220,9 +220,8 @@ def test_the_torch_example_passes(tmp_path, monkeypatch):
 def test_a_result_that_depends_on_the_thread_count_is_one_entry_with_both_counts(
         tmp_path, monkeypatch):
     failures = tmp_path / "failures"
-    bugs, out = in_process.run_entries(f"{HERE / 'torch_impls.py'}:cpu.thread_dependent",
-                                       ("forward", "repeatable"), ("conv2d",), failures,
-                                       monkeypatch)
+    bugs, out = triaged(f"{HERE / 'torch_impls.py'}:cpu.thread_dependent",
+                        ("forward", "repeatable"), ("conv2d",), failures)
     assert [b["failure"] for b in bugs] == [threads.THREAD_COUNT], out
     (bug,) = bugs
     assert bug["trigger"].startswith("fails when in channels per group >= 2"), bug["trigger"]
@@ -267,8 +266,8 @@ def test_tf32_rounding_passes_where_declared_and_fails_float32s_bound_where_not(
 def test_undeclared_tf32_is_one_entry_that_says_so_and_how_to_declare_it(tmp_path,
                                                                          monkeypatch):
     failures = tmp_path / "failures"
-    bugs, out = in_process.run_entries(f"{HERE / 'torch_impls.py'}:cpu.tf32_undeclared",
-                                       ORACLE_CHECKS, ("conv2d",), failures, monkeypatch)
+    bugs, out = triaged(f"{HERE / 'torch_impls.py'}:cpu.tf32_undeclared",
+                        ORACLE_CHECKS, ("conv2d",), failures)
     assert len(bugs) == 1, [(b["check"], b["trigger"]) for b in bugs]
     (bug,) = bugs
     assert bug["params"]["dtype"] == "float32"
@@ -281,8 +280,8 @@ def test_undeclared_tf32_is_one_entry_that_says_so_and_how_to_declare_it(tmp_pat
 
 def test_bfloat16_summed_in_bfloat16_is_found_unless_declared(tmp_path, monkeypatch):
     failures = tmp_path / "failures"
-    bugs, out = in_process.run_entries(f"{HERE / 'torch_impls.py'}:cpu.bfloat16_sums",
-                                       ("forward",), ("conv2d",), failures, monkeypatch)
+    bugs, out = triaged(f"{HERE / 'torch_impls.py'}:cpu.bfloat16_sums",
+                        ("forward",), ("conv2d",), failures)
     assert [(b["check"], b["params"]["dtype"]) for b in bugs] == [("forward", "bfloat16")], out
     assert "tolerance: bfloat16" in out
     assert bugs[0]["trigger"].startswith("bfloat16 products summed in bfloat16")

@@ -1,6 +1,6 @@
 """The suite's shrunk counterexamples are the smallest problems, end to end.
 
-Each test runs the conformance suite on a known-buggy implementation and reads
+Each test runs the conformance suite (in process) on a known-buggy implementation and reads
 the distinct bugs of the run's summary.json (each with its case file) for the
 parameters and data of each bug's minimal case.
 """
@@ -12,22 +12,24 @@ from pathlib import Path
 
 import numpy as np
 
+from tests.harness.runs import suite_in_process
 
-def run_bugs(run_pytest, tmp_path, spec: str, selection: str, *extra: str) -> list[dict]:
-    """The run's distinct bugs (summary.json), each with its case record under "record"."""
-    result = run_pytest("--impl", spec, "-k", selection, *extra)
-    assert result.returncode == 1, result.stdout[-4000:] + result.stderr[-2000:]
+
+def run_bugs(tmp_path, spec: str, checks: tuple[str, ...]) -> list[dict]:
+    """The run's distinct bugs on conv2d (summary.json), each with its case record
+    under "record"."""
     failures = tmp_path / "failures"
-    summary = json.loads((failures / "summary.json").read_text())
-    (entry,) = summary["implementations"]
+    result = suite_in_process(spec, checks, ("conv2d",), failures)
+    entry = json.loads((failures / "summary.json").read_text())["implementations"][0]
+    assert entry == result.entry(spec)
     assert entry["impl"] == spec and entry["verdict"] == "failed"
     for bug in entry["bugs"]:
         bug["record"] = json.loads(Path(failures / bug["case_file"]).read_text())
     return entry["bugs"]
 
 
-def test_the_tutorial_shrinks_to_its_padding_bug(run_pytest, tmp_path):
-    bugs = run_bugs(run_pytest, tmp_path, "conv_impl.tutorial", "test_grad_input and conv2d]")
+def test_the_tutorial_shrinks_to_its_padding_bug(tmp_path):
+    bugs = run_bugs(tmp_path, "conv_impl.tutorial", ("grad_input",))
     # the one entry with padding (the entries come smallest first, `ConvProblem.size_rank`:
     # the stride bug's unpadded 1x4 before this padded 3x3)
     (record,) = [bug["record"] for bug in bugs if any(bug["record"]["params"]["padding"])]
@@ -42,9 +44,8 @@ def test_the_tutorial_shrinks_to_its_padding_bug(run_pytest, tmp_path):
                                 "grad_output": [[[[1.0] * 3] * 3]]}
 
 
-def test_the_tutorial_with_only_its_stride_bug_shrinks_to_stride_3(run_pytest, tmp_path):
-    (bug,) = run_bugs(run_pytest, tmp_path, "conv_impl.tutorial:stride_bug_only",
-                      "test_grad_input and conv2d]")
+def test_the_tutorial_with_only_its_stride_bug_shrinks_to_stride_3(tmp_path):
+    (bug,) = run_bugs(tmp_path, "conv_impl.tutorial:stride_bug_only", ("grad_input",))
     params = bug["record"]["params"]
     strided = params["stride"].index(3)  # either axis may carry it; the other has stride 1
     assert sorted(params["stride"]) == [1, 3]

@@ -3,7 +3,8 @@
 Checks that need a function the implementation lacks are listed as not run,
 with the reason, in the summary text and in summary.json; never an internal
 error (issue 20: a forward-only module ended in INTERNALERROR, exit 3, because
-a check with no target was parametrised with pytest's NOTSET).
+a check with no target was parametrised with pytest's NOTSET: the pytest run under
+xdist below; the others run in process).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.conftest import suite_run
+from tests.harness.runs import suite_in_process
 
 #: each shape of subset: its file's lines, the operations it provides, the checks
 #: that run on one of them, and one (check, op) it cannot run with the function it lacks
@@ -30,7 +31,8 @@ SUBSETS = {
 }
 #: short runs (each test still runs one example): the verdict and its not-run list are
 #: what is pinned, not a search
-SHORT = ("--conv-budget", "0.01")
+SHORT_BUDGET = 0.01
+SHORT = ("--conv-budget", str(SHORT_BUDGET))
 
 
 def _summary(folder):
@@ -45,10 +47,12 @@ def subsets_run(tmp_path_factory):
     impls = []
     for shape, (source, *_) in SUBSETS.items():
         (folder / f"{shape}.py").write_text(source + "\n")
-        impls += ["--impl", folder / f"{shape}.py"]
-    result = suite_run(*impls, *SHORT, failures=folder / "f")
+        impls.append(str(folder / f"{shape}.py"))
+    result = suite_in_process(impls, None, None, folder / "f", budget=SHORT_BUDGET)
     records = {Path(record["impl"]).stem: record for record in _summary(folder / "f")}
-    text = result.stdout.split("convolution harness summary")[-1]
+    assert records == {Path(entry["impl"]).stem: entry
+                       for entry in result.summary["implementations"]}
+    text = "\n" + "\n".join(result.lines)
     starts = sorted((text.index(f"\n{shape} ["), shape) for shape in SUBSETS)
     ends = [start for start, _ in starts[1:]] + [len(text)]
     sections = {shape: text[start:end] for (start, shape), end in zip(starts, ends)}
@@ -59,9 +63,7 @@ def subsets_run(tmp_path_factory):
 def test_each_subset_runs_to_a_verdict_with_what_did_not_run(subsets_run, shape):
     source, ops, ran, lacking = SUBSETS[shape]
     result, records, sections = subsets_run
-    out = result.stdout + result.stderr
-    assert result.returncode == 0, out
-    assert "INTERNALERROR" not in out and "NOTSET" not in out
+    assert result.passed, result.text
     record = records[shape]
     assert record["verdict"] == "passed"
     assert set(record["operations_not_run"]) == {
@@ -104,12 +106,12 @@ def test_subsets_under_xdist_each_with_its_own_not_run_list(run_pytest, tmp_path
         in tfwd["checks_not_run"]
 
 
-def test_a_buggy_subset_still_fails(run_pytest, tmp_path):
+def test_a_buggy_subset_still_fails(tmp_path):
     """A backward alone with a bug: the verdict is failed, with its bug listed."""
     (tmp_path / "tut_bwd.py").write_text("from conv_impl.tutorial import conv2d_backward\n")
-    result = run_pytest("--impl", tmp_path / "tut_bwd.py",
-                        "-k", "grad_input", "--conv-failures", tmp_path / "f")
-    assert result.returncode == 1, result.stdout + result.stderr
+    result = suite_in_process(str(tmp_path / "tut_bwd.py"), ("grad_input",), None,
+                              tmp_path / "f")
+    assert not result.passed, result.text
     [record] = _summary(tmp_path / "f")
     assert record["verdict"] == "failed" and record["bugs"]
     assert {e["check"] for e in record["checks_not_run"]} >= {"forward", "adjoint"}

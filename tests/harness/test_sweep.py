@@ -2,7 +2,7 @@
 visited once per check, and a fast-path bug one step off an archetype, which the
 random draws rarely reach, is found and shrunk in a run of every seed.
 
-In process (tests/harness/in_process.py): the same searches, sweep and triage as
+In process (conv_harness/run.py): the same searches, sweep and triage as
 a pytest run, without its start-up.
 """
 
@@ -22,6 +22,7 @@ from conv_harness.checks.registry import examine
 from conv_harness.problem import OPS, ConvProblem
 from conv_harness.running.capabilities import Capabilities
 from conv_harness.reporting import coverage
+from conv_harness import run
 from conv_harness.reporting.summary import Summary
 from conv_harness.running.loader import SpecError, load_implementation
 from conv_harness.running.target import Target
@@ -29,7 +30,8 @@ from conv_harness.state import RunState, TestState
 from conv_harness.triage import sweep
 from conv_harness.triage.search import search_in_process
 from strategies import DEFAULT_BOUNDS, archetypes, catalogue, conv_problems
-from tests.harness import fast_paths, in_process
+from tests.harness import fast_paths
+from tests.harness.runs import HARNESS_PROFILE, triaged
 from tests.harness.test_fast_paths import _plain
 from tests.harness.test_triage import scripts_exit_1
 
@@ -151,24 +153,15 @@ def test_a_bug_one_step_off_an_archetype_is_found_and_shrunk(name, seed, tmp_pat
     """Random draws alone found neither in 6 runs of these seeds (measured); the sweep
     visits the neighbour, and a search focused on its archetype shrinks the failure."""
     monkeypatch.setattr(hypothesis.core, "global_force_seed", seed)
-    monkeypatch.setattr(in_process, "profile",
-                        lambda name="": _seeded_profile())
     failures = tmp_path / "failures"
-    bugs, _ = in_process.run_entries(f"{HERE / 'fast_paths.py'}:{name}", ("forward",),
-                                     ("conv2d",), failures, monkeypatch)
+    bugs, _ = triaged(f"{HERE / 'fast_paths.py'}:{name}", ("forward",), ("conv2d",), failures,
+                      profile="harness-test-seeded")
     assert len(bugs) == 1, [(b["descriptor"], b["trigger"]) for b in bugs]
     (bug,) = bugs
     problem = ConvProblem.from_params(bug["op"], bug["params"])
     assert MINIMAL[name](problem), problem.describe()
     assert bug["reproduces_alone"] is True
     scripts_exit_1(failures, bugs)
-
-
-def _seeded_profile():
-    return _ORIGINAL_PROFILE("harness-test-seeded")
-
-
-_ORIGINAL_PROFILE = in_process.profile
 
 
 # -------------------------------------------------------------- declared paths
@@ -193,8 +186,8 @@ def test_a_bug_on_a_declared_path_is_found_by_the_sweep(tmp_path, monkeypatch):
     problem the implementation declares for that path in every check. The finding
     is the visit's own case (no archetype to focus a search on), said so."""
     failures = tmp_path / "failures"
-    bugs, out = in_process.run_entries(f"{HERE / 'fast_paths.py'}:wide_blocked",
-                                       ("forward",), ("conv2d",), failures, monkeypatch)
+    bugs, out = triaged(f"{HERE / 'fast_paths.py'}:wide_blocked",
+                        ("forward",), ("conv2d",), failures)
     (bug,) = bugs
     assert bug["params"]["in_channels"] == 160 and bug["reproduces_alone"] is True, bug
     assert "found on:   its declared path 'wide blocked' (the catalogue sweep; a declared " \
@@ -218,11 +211,10 @@ def test_a_budget_its_search_would_spend_alone_leaves_the_sweep_its_visits(
     each of Hypothesis's calls makes a visit, the declared paths' first: so the bug on
     the declared path, which only the sweep reaches, is still found. Spending the
     budget alone, with the sweep after the last draw, the search left it no visit."""
-    monkeypatch.setattr(in_process, "profile", lambda name="": _ORIGINAL_PROFILE(profile))
     failures = tmp_path / "failures"
-    bugs, out = in_process.run_entries(f"{HERE / 'fast_paths.py'}:{impl}",
-                                       ("delta_kernel",), ("conv2d",), failures,
-                                       monkeypatch, budget=budget)
+    bugs, out = triaged(f"{HERE / 'fast_paths.py'}:{impl}",
+                        ("delta_kernel",), ("conv2d",), failures, budget=budget,
+                        profile=profile)
     (bug,) = bugs
     assert bug["params"]["in_channels"] == 160, bug
     assert "found on:   its declared path 'wide blocked' (the catalogue sweep" in out
@@ -239,7 +231,7 @@ def test_each_declared_path_gets_examples_in_every_swept_check(tmp_path):
                                "einsum path: fft"}
     for check in ("forward", "grad_weight", "adjoint", "batch_consistency", "delta_kernel"):
         tally = coverage.Tally()
-        with in_process.profile(), coverage.tallying(tally):
+        with run.profile(HARNESS_PROFILE), coverage.tallying(tally):
             verdict = search_in_process(RunState(), Target(impl, "conv2d", 20.0, tmp_path),
                                         check)
         assert verdict is None

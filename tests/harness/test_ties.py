@@ -23,7 +23,7 @@ from conv_harness.triage.explain import Condition, explain, matches
 from conv_harness.triage import sweep
 from strategies import catalogue, conv_problems
 from strategies.cases import features, noise_case
-from tests.harness import in_process
+from tests.harness.runs import triaged
 from tests.harness.conftest import fails
 
 HERE = Path(__file__).parent
@@ -101,8 +101,8 @@ def _one_entry(name: str, seed: int, tmp_path, monkeypatch):
     fast_paths.py's ``name`` with ``seed``: the entry, its problem, the run's output
     and its failures folder."""
     failures = tmp_path / "failures"
-    bugs, out = in_process.run_entries(f"{HERE / 'fast_paths.py'}:{name}", FORWARD_CHECKS,
-                                       ("conv2d",), failures, monkeypatch, seed=seed)
+    bugs, out = triaged(f"{HERE / 'fast_paths.py'}:{name}", FORWARD_CHECKS,
+                        ("conv2d",), failures, seed=seed)
     assert len(bugs) == 1, out[-3000:]
     (bug,) = bugs
     return bug, ConvProblem.from_params(bug["op"], bug["params"]), out, failures
@@ -342,9 +342,8 @@ def test_a_backward_that_recurses_on_a_crossing_is_one_entry_that_names_it(
     input and a 2x1 kernel. Each seed's default run gives one entry at that problem (or
     its mirror, 1x2), its trigger the crossing of the kernel and the outputs."""
     failures = tmp_path / "failures"
-    bugs, out = in_process.run_entries(f"{HERE / 'fast_paths.py'}:crossing_recursion",
-                                       ("grad_input", "grad_weight"), ("conv2d",), failures,
-                                       monkeypatch, seed=seed)
+    bugs, out = triaged(f"{HERE / 'fast_paths.py'}:crossing_recursion",
+                        ("grad_input", "grad_weight"), ("conv2d",), failures, seed=seed)
     assert len(bugs) == 1, out[-3000:]
     (bug,) = bugs
     p = ConvProblem.from_params(bug["op"], bug["params"])

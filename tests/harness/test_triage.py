@@ -25,7 +25,7 @@ from conv_harness.running.loader import load_implementation
 from conv_harness.triage.catalog import Bug, merge
 from conv_harness.triage.explain import explain, failure_probe, matches
 from conv_harness.triage.runner import RUNNER
-from tests.harness.in_process import run_entries
+from tests.harness.runs import suite_in_process, triaged
 
 TWO_BUGS = Path(__file__).resolve().parent / "two_bugs.py"
 
@@ -139,10 +139,10 @@ def run_summary(run_pytest, tmp_path, *args: str) -> tuple[dict, Path, str]:
 def in_process(tmp_path, monkeypatch, spec: str, checks: tuple[str, ...],
                budget: float | None = None) -> tuple[list[dict], Path, str]:
     """The bug entries of a run of ``checks`` on conv2d made in this process, as a run
-    without xdist makes them (tests/harness/in_process.py), with the failures folder
+    without xdist makes them (conv_harness/run.py), with the failures folder
     and the output (reports and bug list)."""
     failures = tmp_path / "failures"
-    bugs, out = run_entries(spec, checks, ("conv2d",), failures, monkeypatch, budget)
+    bugs, out = triaged(spec, checks, ("conv2d",), failures, budget=budget)
     return bugs, failures, out
 
 
@@ -272,15 +272,14 @@ def _examples(summary: dict) -> int:
     return summary["implementations"][0]["examples"]
 
 
-def test_a_slow_implementation_gets_a_verdict_within_its_budget(run_pytest, tmp_path):
+def test_a_slow_implementation_gets_a_verdict_within_its_budget(tmp_path):
     """0.1 s a call: the profile's 100 examples would take 10 s or more; a 2 s budget
     stops the search early (the summary says how many examples it got)."""
-    done = run_pytest("--impl", f"{SLOW}:correct", "-k", "test_forward and conv2d]",
-                      "--conv-budget", "2", "--conv-failures", tmp_path / "f")
-    assert done.returncode == 0, done.stdout[-3000:]
-    summary = json.loads((tmp_path / "f" / "summary.json").read_text())
-    assert 0 < _examples(summary) < 60, summary
-    assert re.search(r"forward\s+passed \(\d+\)", done.stdout), done.stdout[-2000:]
+    done = suite_in_process(f"{SLOW}:correct", ("forward",), ("conv2d",), tmp_path / "f",
+                            budget=2)
+    assert done.passed, done.text[-3000:]
+    assert 0 < _examples(done.summary) < 60, done.summary
+    assert re.search(r"forward\s+passed \(\d+\)", done.text), done.text[-2000:]
 
 
 @pytest.mark.long
@@ -423,7 +422,7 @@ def test_a_seeded_test_gives_each_follow_up_search_a_seed_of_its_own(monkeypatch
     from conv_harness.running.target import Target
     from conv_harness.state import TestState
     from conv_harness.triage import search
-    from tests.harness.in_process import profile
+    from conv_harness.run import profile
 
     target = Target(load_implementation("conv_impl.einsum"), "conv2d", None, tmp_path)
     drawn: list[int] = []

@@ -23,7 +23,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import textwrap
 from pathlib import Path
 
 import pytest
