@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from conv_harness.checks.registry import run_check
-from conv_harness.descriptor import format_descriptor
 from conv_harness.problem import ConvProblem
 from conv_harness.running.calling import CheckFailure
 from conv_harness.running.loader import load_implementation
