@@ -10,7 +10,7 @@ benchmarks/throughput-results.txt):
 
 1. **Examples per second per worker** on the suite's small conv2d problems:
    for every registered check (``invalid`` is opt-in and left out), N
-   examples through the real code path, ``conv_harness.suite.run`` inside a
+   examples through the real code path, ``conv_harness.searching.suite.run`` inside a
    Hypothesis ``@given`` with the project's ``dev`` profile (conftest.py),
    ``database=None`` and ``derandomize=True`` so every run draws the same
    cases. One process is one worker. Beside them, the same settings on a
@@ -194,7 +194,7 @@ def strategy_floor(target: Any, examples: int, base: Any) -> tuple[float, float,
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from conv_harness import suite
+    from conv_harness.searching import suite
 
     cases = suite.case_strategy("forward", target.op, target.impl.capabilities)
     choices = [0]
@@ -217,7 +217,7 @@ def throughput(spec: str, examples: int, op: str, out: Callable[[str], None]) ->
     from hypothesis import strategies as st
 
     import conftest  # noqa: F401  (registers and loads the project's profiles)
-    from conv_harness import suite
+    from conv_harness.searching import suite
     from conv_harness.checks import oracle
     from conv_harness.checks.registry import REGISTRY
     from conv_harness.running import calling

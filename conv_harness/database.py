@@ -22,7 +22,7 @@ laptops read (``--conv-db redis://ci-db:6379/0 --conv-db-read-only``), so
 that a developer's half-finished fix never changes what CI replays.
 
 Keys: each test (implementation x operation x check) has its own key (see
-conv_harness/triage/search.py), so a run against one implementation never
+conv_harness/searching/search.py), so a run against one implementation never
 replays another's examples as its own.
 
 Hypothesis uses no database in a derandomised run (the ``ci`` profile:
@@ -54,7 +54,7 @@ from hypothesis.database import (DirectoryBasedExampleDatabase, ExampleDatabase,
 
 from conv_harness.options import DATABASE_ENV, DATABASE_ENV_READ_ONLY, REDIS_INSTALL
 from conv_harness.checks.registry import REGISTRY
-from conv_harness.state import STATE
+from conv_harness.search_hooks import STATE
 from conv_harness.triage import stored
 from conv_harness.triage.catalog import Bug, merge
 

@@ -25,7 +25,7 @@ summary.json, as for any failure.
 
 Keys: a pytest run gives each test (implementation x operation x check) its
 own example-database key, set at ``pytest_runtest_call``
-(conv_harness/triage/search.py). HypoFuzz runs no such hook: it sets
+(conv_harness/searching/search.py). HypoFuzz runs no such hook: it sets
 ``_hypothesis_internal_add_digest`` to the pytest node id and computes the
 key in ``FuzzTarget.from_hypothesis_test``, so its keys would differ (and the
 node id even differs between a clone and the installed suite). This module is
@@ -79,7 +79,8 @@ def _use_harness_keys() -> None:
 
     def from_hypothesis_test(cls, wrapped_test: Any, *, pytest_item: Any = None,
                              **kwargs: Any) -> Any:
-        from conv_harness.triage.search import conformance_target, database_key
+        from conv_harness.search_hooks import conformance_target
+        from conv_harness.searching.search import database_key
 
         target, check = conformance_target(pytest_item) if pytest_item is not None \
             else (None, None)

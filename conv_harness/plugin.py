@@ -23,7 +23,7 @@ from conv_harness.running.loader import (
     load_implementations,
 )
 from conv_harness.running.target import Target
-from conv_harness.state import RUN
+from conv_harness.search_hooks import RUN
 
 IMPLEMENTATIONS = pytest.StashKey[list[Implementation]]()
 #: the run's per-call time limit, shared by all its targets (what a hang taught it)
@@ -55,7 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
         Summary,  # imports the checks, hence numpy and the registry
     )
     from conv_harness.summary_hooks import SummaryHooks
-    from conv_harness.triage.search import BugSearch
+    from conv_harness.search_hooks import BugSearch
     max_bugs = config.getoption("--conv-max-bugs")
     if max_bugs < 1:
         raise pytest.UsageError(f"--conv-max-bugs {max_bugs}: must be at least 1")

@@ -3,7 +3,7 @@
 An entry-point plugin is loaded in every pytest run of an environment where
 conv-harness is installed, so this one stays out of the way: it declares the options
 (conv_harness/options.py) and imports nothing heavy. The modules that act on them
-(conv_harness.plugin, replay, running.isolate, database, fuzz) are registered, before
+(conv_harness.plugin, replay, isolate_hooks, database, fuzz) are registered, before
 any of pytest_configure runs, only in a run that asks for the suite (`asks_for_suite`):
 the conformance suite's conftest is loaded (a clone's root conftest.py imports it;
 the installed suite's is its rootdir's), or a harness option or environment variable
@@ -33,7 +33,7 @@ from conv_harness.options import ASKING_ENV, ASKING_OPTIONS, add_options
 from conv_harness.path_options import joined_path_options, path_options_read_as_test_paths
 
 #: the suite's plugins, in the order they were once entry points of their own
-SUITE_PLUGINS = ("conv_harness.plugin", "conv_harness.replay", "conv_harness.running.isolate",
+SUITE_PLUGINS = ("conv_harness.plugin", "conv_harness.replay", "conv_harness.isolate_hooks",
                  "conv_harness.database", "conv_harness.fuzz")
 #: the conformance suite's conftest: loaded, the run is the suite's
 SUITE_CONFTEST = "conv_harness.conformance.conftest"

@@ -38,14 +38,14 @@ from typing import Any, Iterator
 
 import pytest
 
-from conv_harness import suite
+from conv_harness.searching import suite
 from conv_harness.checks import oracle
 from conv_harness.checks.registry import REGISTRY, run_check
 from conv_harness.plugin import loaded_implementations, timeout_of
-from conv_harness.reporting.failures import CaseFileError, earlier_calls, load_case, script_path
+from conv_harness.records.failures import CaseFileError, earlier_calls, load_case, script_path
 from conv_harness.summary_hooks import REPLAYED
 from conv_harness.running.calling import CheckFailure, Timeout, call_backward, call_forward
-from conv_harness.running.isolate import isolate_implementations
+from conv_harness.isolate_hooks import isolate_for
 from conv_harness.running.loader import (
     Implementation,
     SpecError,
@@ -54,9 +54,10 @@ from conv_harness.running.loader import (
     split_spec,
 )
 from conv_harness.running.target import Target
-from conv_harness.state import RUN, Found, RunState, TestState
-from conv_harness.suite import failure_text, shown_path
-from conv_harness.triage.search import BUGS, describe_and_verify
+from conv_harness.searching.state import Found, RunState, TestState
+from conv_harness.searching.suite import failure_text, shown_path
+from conv_harness.search_hooks import BUGS, RUN
+from conv_harness.searching.search import describe_and_verify
 
 
 def _regressions_dir() -> Path:
@@ -190,7 +191,7 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"--replay: {exc}") from None
     config.stash[REPLAY_CASES] = cases
     if config.getoption("--isolate", default=False):  # the recorded ones too, not just --impl's
-        isolate_implementations(config, [impl for case in cases.values() for impl in case.impls])
+        isolate_for(config, [impl for case in cases.values() for impl in case.impls])
     # Collect these files, and only these: the test paths become the case files.
     config.args = [str(p) for p in files]
 
@@ -232,7 +233,7 @@ def replay_case(impl: Implementation, replay: ReplayCase, timeout: Timeout) -> N
         if script.is_file():
             lines.append(f"script:   python {shown_path(script)}")
         else:
-            lines.append(f"script:   python -m conv_harness.reporting.script {shown_path(replay.path)} "
+            lines.append(f"script:   python -m conv_harness.records.script {shown_path(replay.path)} "
                          "-o repro.py && python repro.py")
         raise ReplayFailure("\n".join(lines)) from None
 

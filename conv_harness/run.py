@@ -2,7 +2,7 @@
 
 It runs, in this process, what a pytest run of the suite runs for its conformance
 tests: for each implementation x operation x check, the test's searches and their
-triage (conv_harness/triage/search.py's `search_in_process`, the function the
+triage (conv_harness/searching/search.py's `search_in_process`, the function the
 plugin's test hook shares), in the plugin's order (the costliest first); then it
 merges each implementation's bugs across checks and gives the run summary and the
 bug list that the plugin prints and writes to ``DIR/summary.json`` (the same
@@ -33,14 +33,14 @@ from conv_harness.checks import oracle
 from conv_harness.checks.registry import REGISTRY
 from conv_harness.options import DEFAULT_FAILURES_DIR, DEFAULT_TIMEOUT
 from conv_harness.problem import OPS, ConvProblem
-from conv_harness.reporting import coverage
+from conv_harness.records import coverage
 from conv_harness.reporting.summary import Summary, record_of
 from conv_harness.running.calling import TimeLimit
 from conv_harness.running.loader import Implementation, load_implementations
 from conv_harness.running.target import Target
-from conv_harness.state import RunState
+from conv_harness.searching.state import RunState
 from conv_harness.triage import causes
-from conv_harness.triage.search import DEFAULT_MAX_BUGS, search_in_process
+from conv_harness.searching.search import DEFAULT_MAX_BUGS, search_in_process
 from strategies import pinned
 
 

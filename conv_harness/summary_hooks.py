@@ -1,6 +1,6 @@
 """The run summary's pytest wiring: each conformance test's record travels on its report.
 
-A worker tallies each conformance test (conv_harness.reporting.coverage) and attaches
+A worker tallies each conformance test (conv_harness.records.coverage) and attaches
 its `record_of` to the test's report as a user property, which pytest-xdist ships
 to the controller; the controller hands each to the run's `Summary` in
 ``pytest_runtest_logreport``, prints the summary and writes summary.json at the end.
@@ -15,10 +15,10 @@ import pytest
 
 from conv_harness.checks import oracle
 from conv_harness.checks.registry import REGISTRY
-from conv_harness.reporting import coverage
-from conv_harness.reporting.failures import CRASH_CASE
+from conv_harness.records import coverage
+from conv_harness.records.failures import CRASH_CASE
 from conv_harness.reporting.summary import Summary, record_of
-from conv_harness.triage.search import BUGS
+from conv_harness.search_hooks import BUGS
 
 PROPERTY = "conv_harness"
 _TALLY = pytest.StashKey[coverage.Tally]()

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from conv_harness.problem import OPS, ConvProblem
-from conv_harness.reporting import coverage
+from conv_harness.records import coverage
 
 GROUPS_PATTERNS = ("dense", "depthwise", "grouped")
 #: the features an archetype fixes, in the order a problem draws them
@@ -173,7 +173,7 @@ def origin(problem: ConvProblem, drawn_from: Archetype | None = None) -> str | N
 
 
 def coverage_label(problem: ConvProblem) -> str | None:
-    """The coverage tally's key for ``problem`` (see conv_harness/reporting/coverage.py)."""
+    """The coverage tally's key for ``problem`` (see conv_harness/records/coverage.py)."""
     found = classify(problem)
     if found is None:
         return None

@@ -20,7 +20,7 @@ from hypothesis.control import currently_in_test_context
 from conv_harness import ties
 from conv_harness.problem import (ARRAY_NAMES, CHANNEL_LAYOUTS, LAYOUTS_OF, ConvCase, ConvProblem,
                              finfo)
-from conv_harness.reporting import coverage
+from conv_harness.records import coverage
 from conv_harness.running.capabilities import Capabilities
 from strategies.archetypes import coverage_label
 from strategies.problems import DEFAULT_BOUNDS, Bounds, Focus, conv_problems

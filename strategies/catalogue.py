@@ -5,7 +5,7 @@ The strategies draw archetypes by chance (strategies/problems.py): over a
 run, a check drew ResNet's 7x7 stride-2 stem 20 to 50 times and its padding
 neighbour rarely or never, and a fast path that assumed padding 3 passed.
 A sweep visits each archetype and each neighbour once per check, besides
-the random draws (conv_harness/triage/sweep.py). A neighbour changes exactly one
+the random draws (conv_harness/searching/sweep.py). A neighbour changes exactly one
 feature, one step: the kernel (one tap more, or less), the stride (1 and 2
 swap), the padding (one less, or one where there is none), the dilation (1
 and 2 swap), the groups pattern (dense and depthwise swap, grouped becomes

@@ -711,7 +711,7 @@ def _problems(draw, op: str, caps: Capabilities, b: Bounds,
         allowed = tuple(d for d in allowed if d != "bfloat16") or allowed
     dtype = draw(_sampled(allowed))
     # the archetype travels with the problem, for a report to say where a failure was
-    # found (conv_harness/suite.py)
+    # found (conv_harness/searching/suite.py)
     return dataclasses.replace(problem, dtype=dtype, drawn_from=arch)
 
 

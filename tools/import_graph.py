@@ -93,6 +93,73 @@ def private_imports(root: Path, packages: tuple[str, ...]) -> list[str]:
     return found
 
 
+#: The folders (and single modules) of the project, bottom first: each imports only from
+#: its own group and the groups below it (docs/architecture.md draws them). A module
+#: belongs to the group of its longest listed prefix.
+FOLDER_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # what both ways of running read: the options' names and defaults, the profiles
+    ("settings", ("conv_harness.options", "conv_harness.profiles")),
+    ("the problem and its records", ("conv_harness.problem", "conv_harness.descriptor",
+                                     "conv_harness.ties", "conv_harness.specs",
+                                     "conv_harness.cores", "conv_harness.records")),
+    ("running", ("conv_harness.running",)),
+    ("strategies", ("strategies",)),
+    ("checks", ("conv_harness.checks",)),
+    ("triage", ("conv_harness.triage",)),
+    ("searching", ("conv_harness.searching",)),
+    ("reporting", ("conv_harness.reporting",)),
+    ("the in-process run", ("conv_harness.run",)),
+    ("the pytest wiring", ("conv_harness",)),
+    ("the suite", ("conv_harness.conformance",)),
+)
+#: the project's own implementation: it imports none of the harness
+SEPARATE = ("conv_impl",)
+#: the groups whose modules may import pytest
+PYTEST_GROUPS = ("the pytest wiring", "the suite")
+
+
+def group_of(module: str) -> str:
+    """The `FOLDER_LAYERS` group (or `SEPARATE` package) ``module`` belongs to."""
+    best, length = "", -1
+    for group, prefixes in FOLDER_LAYERS + tuple((p, (p,)) for p in SEPARATE):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > length:
+                best, length = group, len(prefix)
+    return best
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``a -> b (group A imports group B above it)`` for each import that runs up the
+    folder layers, or between `SEPARATE` and the harness."""
+    rank = {group: n for n, (group, _) in enumerate(FOLDER_LAYERS)}
+    found = []
+    for name, imported in sorted(graph.items()):
+        for other in sorted(imported):
+            mine, theirs = group_of(name), group_of(other)
+            if mine == theirs:
+                continue
+            if mine in SEPARATE or theirs in SEPARATE or rank[theirs] > rank[mine]:
+                found.append(f"{name} -> {other} ({mine} imports {theirs})")
+    return found
+
+
+def pytest_importers(root: Path, packages: tuple[str, ...]) -> list[str]:
+    """The modules outside `PYTEST_GROUPS` that import pytest (anywhere in them)."""
+    found = []
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            name = module_name(path, root)
+            if group_of(name) in PYTEST_GROUPS:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                if any(n.split(".")[0] in ("pytest", "_pytest") for n in names):
+                    found.append(name)
+                    break
+    return found
+
+
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     """One import circle as ``[a, b, ..., a]``, or None."""
     try:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from conv_harness.reporting.failures import dump_record  # noqa: E402
+from conv_harness.records.failures import dump_record  # noqa: E402
 
 CORPUS = ROOT / "tests" / "regressions"
 SPECS = ("conv_impl.tutorial", "tools/tutorial_variants.py:stride_bug_square")

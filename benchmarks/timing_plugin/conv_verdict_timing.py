@@ -99,11 +99,11 @@ def _count_calls() -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    _patch("conv_harness.triage.search", "explain", "explanation")
-    _patch("conv_harness.triage.search", "follow_up", "further searches", nested=True)
-    _patch("conv_harness.triage.search", "verify_alone", "script verification")
+    _patch("conv_harness.searching.search", "explain", "explanation")
+    _patch("conv_harness.searching.search", "follow_up", "further searches", nested=True)
+    _patch("conv_harness.searching.search", "verify_alone", "script verification")
     _patch("conv_harness.triage.history", "rebuild", "history rebuild")
-    _patch("conv_harness.triage.search", "history_dependent", "history rebuild")
+    _patch("conv_harness.searching.search", "history_dependent", "history rebuild")
     _count_calls()
 
 

@@ -17,13 +17,13 @@ bound of each other, and a difference beyond it is a bug.
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
 from conv_harness.checks import oracle
 from conv_harness.checks.tolerance import tolerance
+from conv_harness.cores import several
 from conv_harness.problem import ConvCase
 from conv_harness.running.calling import CheckFailure
 
@@ -41,15 +41,6 @@ def torch_threads(count: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
-
-
-def several() -> int:
-    """The thread count compared with one: the cores this process may run on, at least 2."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(2, cores)
 
 
 def compare_thread_counts(function: str, labels: Sequence[str],

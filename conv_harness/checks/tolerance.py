@@ -72,7 +72,7 @@ import numpy as np
 from conv_harness.checks import algorithms
 from conv_harness.checks.oracle import Reference
 from conv_harness.problem import ConvCase, finfo
-from conv_harness.reporting import coverage
+from conv_harness.records import coverage
 
 FLOAT64_UNIT_ROUNDOFF = float(np.finfo(np.float64).eps) / 2
 #: TF32 keeps 10 explicit mantissa bits: rounding to nearest, a relative error of 2**-11.

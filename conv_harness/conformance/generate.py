@@ -4,7 +4,7 @@ test module that runs it.
 
 Each test is parametrised by ``target`` (implementation x operation, see
 conv_harness/plugin.py) and draws its problems from the strategies, narrowed by the
-implementation's CAPABILITIES; its body is `conv_harness.suite.run`.
+implementation's CAPABILITIES; its body is `conv_harness.searching.suite.run`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conv_harness import suite
+from conv_harness.searching import suite
 from conv_harness.checks.check import Check
 from conv_harness.checks.registry import REGISTRY
 

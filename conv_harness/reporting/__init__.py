@@ -1,3 +1,2 @@
-"""Reporting what a run found: case files, reproduction scripts, coverage of what was drawn,
-and the run summary.
-"""
+"""Reporting what a run found: the run summary (the case files and scripts each failure
+leaves are conv_harness/records/)."""

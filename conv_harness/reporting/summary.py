@@ -1,7 +1,7 @@
 """The run summary: per implementation, the verdict, its distinct bugs, coverage.
 
 Each conformance test leaves a `record_of`: its tally of examples and features
-(conv_harness.reporting.coverage) and the bugs it found (conv_harness/triage). A
+(conv_harness.records.coverage) and the bugs it found (conv_harness/triage). A
 `Summary` gathers the records of a run (`Summary.add`), merges the bugs of each
 implementation across checks (one entry per distinct bug), and gives the summary's
 lines and ``DIR/summary.json`` (contract section 4), written once, at the end of the
@@ -21,8 +21,8 @@ from typing import Any, Sequence
 from conv_harness.checks import oracle
 from conv_harness.checks.registry import REGISTRY
 from conv_harness.problem import OPS, ConvProblem
-from conv_harness.reporting import coverage
-from conv_harness.reporting.failures import atomic_write
+from conv_harness.records import coverage
+from conv_harness.records.failures import atomic_write
 from conv_harness.running.loader import Implementation
 from conv_harness.running.target import Target
 from conv_harness.triage.catalog import Bug, merge

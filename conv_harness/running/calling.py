@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterator, Optional, Union
 import numpy as np
 
 from conv_harness.problem import ConvCase, is_float
-from conv_harness.reporting import coverage
+from conv_harness.records import coverage
 from conv_harness.running.native import host, is_tensor
 
 
@@ -127,7 +127,7 @@ def silenced() -> Iterator[None]:
     noise here, on import as on a call; a failure report says what matters.
 
     Its warnings are counted, not lost: into the current tally
-    (conv_harness/reporting/coverage.py's `warned`), how many and the first, which the
+    (conv_harness/records/coverage.py's `warned`), how many and the first, which the
     run's summary shows once per implementation.
     """
     with warnings.catch_warnings(record=True) as caught, \

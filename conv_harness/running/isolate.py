@@ -53,12 +53,9 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable
 
-import pytest
-
 from conv_harness.problem import CHANNEL_LAYOUTS, make_layout
 from conv_harness.running import calling, native
 from conv_harness.running.calling import CheckFailure
-from conv_harness.state import current as current_state
 
 INFLIGHT_KEY = "conv_harness_fatal_dir"  # xdist workerinput: where workers log fatal errors
 
@@ -216,7 +213,7 @@ _LIBRARY_DIRS = tuple({os.path.join(prefix, "lib") + os.sep
 _HARNESS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calling.py")
 
 
-def _fatal_report(text: str) -> tuple[str, str]:
+def fatal_report(text: str) -> tuple[str, str]:
     """(one-line summary, full text) of what faulthandler wrote, if anything."""
     text = text.strip()
     if not text:
@@ -352,7 +349,7 @@ class Isolation:
         except (EOFError, OSError):
             status = self._child_ended()
             self.log.seek(log_start)
-            summary, full = _fatal_report(self.log.read().decode("utf-8", "replace"))
+            summary, full = fatal_report(self.log.read().decode("utf-8", "replace"))
             message = f"{name} crashed the isolated process: {_describe_status(status)}"
             if summary:
                 message += f" ({summary})"
@@ -404,7 +401,7 @@ def _the_isolation(specs: list[str]) -> Isolation:
     global _isolation
     if _isolation is None:
         _isolation = Isolation([])
-        atexit.register(_shutdown)
+        atexit.register(shutdown)
     for spec in specs:
         if spec not in _isolation.specs:
             _isolation.specs.append(spec)
@@ -420,15 +417,16 @@ def isolated(impl: Any) -> Any:
     return impl
 
 
-def isolate_implementations(config: pytest.Config, impls: list[Any]) -> None:
-    """Run these implementations' calls in the child process from now on."""
+def isolate_implementations(impls: list[Any], start: bool = True) -> None:
+    """Run these implementations' calls in the child process from now on; ``start``: start
+    its zygote now (not in a process that makes no calls, a pytest-xdist controller)."""
     for impl in impls:
         isolated(impl)
-    if not _is_xdist_controller(config):  # the zygote starts at the first call
+    if start:
         _the_isolation([impl.loads_from or impl.spec for impl in impls])
 
 
-def _shutdown() -> None:
+def shutdown() -> None:
     global _isolation
     if _isolation is not None:
         _isolation.close()
@@ -463,7 +461,7 @@ class CrashRecorder:
         self._paths: dict[tuple[str, str], tuple[Path, Path, Path]] = {}
 
     def _record(self, case: Any, function: str) -> dict[str, Any]:
-        from conv_harness.reporting.failures import case_record
+        from conv_harness.records.failures import case_record
 
         current = self.current
         assert current is not None
@@ -485,7 +483,7 @@ class CrashRecorder:
         """The in-call record's name, its temporary name, and the returned record's."""
         names = self._paths.get((impl_name, op))
         if names is None:
-            from conv_harness.reporting.failures import safe_name
+            from conv_harness.records.failures import safe_name
 
             stem = f"{safe_name(impl_name)}-{op}"
             process = safe_name(self.process)
@@ -498,7 +496,7 @@ class CrashRecorder:
     def __call__(self, case: Any, function: str) -> Callable[[], None] | None:
         if self.current is None:
             return None
-        from conv_harness.reporting.failures import packed_payload
+        from conv_harness.records.failures import packed_payload
 
         path, tmp, returned = self._names(self.current[1], case.problem.op)
         # Written before every call of the implementation, so kept cheap: one line
@@ -552,7 +550,7 @@ def read_record(path: Path, header_only: bool = False) -> dict:
         if header_only:
             return record
         payload = handle.read()
-    from conv_harness.reporting.failures import unpacked_inputs
+    from conv_harness.records.failures import unpacked_inputs
 
     # the case file's own form, in the same key order
     return {("inputs" if key == "packed_inputs" else key):
@@ -571,7 +569,7 @@ def _crash_message(function: str, who: str, problem: str, fatal: str,
             f"problem: {problem}")
 
 
-def _inflight_records(failures: Path, process: str, run_id: str | None = None
+def inflight_records(failures: Path, process: str, run_id: str | None = None
                       ) -> list[tuple[Path, bool]]:
     """``process``'s in-flight records (of ``run_id``, if given), the one to report first.
 
@@ -593,130 +591,7 @@ def _inflight_records(failures: Path, process: str, run_id: str | None = None
     return [(path, returned) for returned, _, path in sorted(found)]
 
 
-#: this run's `CrashRecorder`, in the processes that call implementations without
-#: ``--isolate``
-_RECORDER = pytest.StashKey[CrashRecorder]()
-
-
-def _failures_dir(config: pytest.Config) -> Path:
-    path = Path(config.getoption("--conv-failures"))
-    return path if path.is_absolute() else Path(config.invocation_params.dir) / path
-
-
-def _is_xdist_controller(config: pytest.Config) -> bool:
-    return (not hasattr(config, "workerinput")
-            and getattr(config.option, "dist", "no") != "no"
-            and not getattr(config.option, "collectonly", False))
-
-
-def _observer(recorder: CrashRecorder | None) -> calling.CallObserver:
-    """What runs before each call: the run's record of calls (for history-dependent
-    bugs, conv_harness/triage/history.py), then ``recorder``'s crash record, if any."""
-    def observe(case: Any, function: str) -> Callable[[], None] | None:
-        current_state().run.calls(case, function)
-        return recorder(case, function) if recorder is not None else None
-    return observe
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_configure(config: pytest.Config) -> None:
-    from conv_harness.plugin import loaded_implementations
-
-    if not hasattr(config, "workerinput"):
-        config.stash[_RECOVERED] = recover_crashes(_failures_dir(config))
-    if config.getoption("--isolate"):
-        if not _is_xdist_controller(config):  # the processes that call implementations
-            calling.set_call_observer(_observer(None))
-        isolate_implementations(config, loaded_implementations(config))
-        return
-    if _is_xdist_controller(config):
-        fatal_dir = tempfile.mkdtemp(prefix="conv-harness-fatal-")
-        config.stash[_FATAL_DIR] = fatal_dir
-        return
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None:
-        process, run_id = workerinput["workerid"], workerinput.get("testrunuid", "")
-        fatal_dir = workerinput.get(INFLIGHT_KEY)
-        if fatal_dir:  # the controller reads where the worker died from this file
-            handle = open(os.path.join(fatal_dir, f"{process}.log"), "w")
-            config.stash[_FATAL_FILE] = handle
-            faulthandler.enable(file=handle, all_threads=False)
-    else:
-        process, run_id = f"pid{os.getpid()}", ""
-    recorder = config.stash[_RECORDER] = CrashRecorder(_failures_dir(config), process, run_id)
-    calling.set_call_observer(_observer(recorder))
-
-
-_FATAL_DIR = pytest.StashKey[str]()
-_FATAL_FILE = pytest.StashKey[Any]()
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    fatal_dir = node.config.stash.get(_FATAL_DIR, None)
-    if fatal_dir:
-        node.workerinput[INFLIGHT_KEY] = fatal_dir
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item):
-    recorder = item.config.stash.get(_RECORDER, None)
-    target = getattr(getattr(item, "callspec", None), "params", {}).get("target")
-    if target is None or not hasattr(target, "impl"):
-        if recorder is not None:
-            # An earlier conformance test's last call did not kill the process before
-            # this other test began: a crash from now on is this test's, not that call's.
-            recorder.forget_returned()
-        return (yield)
-    marker = item.get_closest_marker("conv_check")
-    if recorder is not None:
-        recorder.current = (target.impl.spec, target.impl.name,
-                            marker.args[0] if marker else item.name)
-    try:
-        return (yield)
-    finally:
-        if recorder is not None:
-            recorder.current = None
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: Any) -> None:
-    """A worker died: report the problem it was running, from its crash record."""
-    node = getattr(report, "node", None)
-    config = getattr(node, "config", None)  # the controller's (xdist's WorkerController)
-    workerinput = getattr(node, "workerinput", None) or {}
-    process, run_id = workerinput.get("workerid"), workerinput.get("testrunuid", "")
-    if config is None or process is None:
-        return
-    fatal_dir = config.stash.get(_FATAL_DIR, None)
-    fatal_summary = fatal_text = ""
-    if fatal_dir:
-        log = Path(fatal_dir, f"{process}.log")
-        if log.exists():
-            fatal_summary, fatal_text = _fatal_report(log.read_text(errors="replace"))
-    records = _inflight_records(_failures_dir(config), process, run_id)
-    if not records:
-        if fatal_text:
-            report.longrepr = f"{report.longrepr}\n{fatal_text}"
-        return
-    (inflight, returned), *others = records
-    try:
-        record = read_record(inflight)
-        saved, message = _save_crash(inflight, record, process,
-                                     f"the test process (pytest-xdist worker {process!r})",
-                                     fatal_summary, returned)
-    except (OSError, ValueError, KeyError, TypeError):
-        return
-    for other, _ in others:  # superseded: the one reported is the call that died
-        other.unlink(missing_ok=True)
-    from conv_harness.reporting.failures import CRASH_CASE
-
-    report.user_properties.append((CRASH_CASE, str(saved)))  # the run summary's entry
-    report.longrepr = (f"{message}\ncase saved to {saved}\n{_replay_hint(saved)}"
-                       + (f"\n{fatal_text}" if fatal_text else ""))
-
-
-def _save_crash(inflight: Path, record: dict, process: str, who: str,
+def save_crash(inflight: Path, record: dict, process: str, who: str,
                 fatal: str, returned: bool = False) -> tuple[Path, str]:
     """Turn the in-flight record of a dead ``process`` into an ordinary case file.
 
@@ -724,8 +599,8 @@ def _save_crash(inflight: Path, record: dict, process: str, who: str,
     ValueError for a record this harness did not write.
     """
     from conv_harness.problem import ConvProblem
-    from conv_harness.reporting.failures import case_path, save_case, script_path
-    from conv_harness.reporting.script import render_script
+    from conv_harness.records.failures import case_path, save_case, script_path
+    from conv_harness.records.script import render_script
 
     problem = ConvProblem.from_params(record["op"], record["params"]).describe()
     message = _crash_message(record.get("function", record["op"]), who, problem, fatal,
@@ -745,7 +620,7 @@ def _save_crash(inflight: Path, record: dict, process: str, who: str,
     return saved, message
 
 
-def _replay_hint(saved: Path, indent: str = "") -> str:
+def replay_hint(saved: Path, indent: str = "") -> str:
     """How to run a saved crash again: its replay, contained, and its script, whose call
     runs in a child process."""
     script = saved.with_suffix(".py")
@@ -780,13 +655,13 @@ def recover_crashes(failures: Path) -> list[str]:
         pid = process[len("pid"):]
         if not pid.isdigit() or _process_alive(int(pid)):
             continue
-        records = _inflight_records(failures, process)
+        records = inflight_records(failures, process)
         if not records:
             continue
         (inflight, returned), *others = records
         try:
             record = read_record(inflight)
-            saved, _ = _save_crash(inflight, record, process,
+            saved, _ = save_crash(inflight, record, process,
                                    f"an earlier test run (process {pid}, without pytest-xdist "
                                    "or --isolate, so the run ended there)", "", returned)
         except (OSError, ValueError, KeyError, TypeError):
@@ -795,33 +670,5 @@ def recover_crashes(failures: Path) -> list[str]:
             other.unlink(missing_ok=True)
         lines.append(f"{record.get('function', record['op'])} of {record.get('impl')} crashed "
                      f"an earlier run (process {pid}); its case is saved to {saved}\n"
-                     f"  {_replay_hint(saved, '  ')}")
+                     f"  {replay_hint(saved, '  ')}")
     return lines
-
-
-_RECOVERED = pytest.StashKey[list]()
-
-
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    recovered = config.stash.get(_RECOVERED, [])
-    if recovered:
-        terminalreporter.section("conv-harness: crashes of earlier runs")
-        for line in recovered:
-            terminalreporter.write_line(line)
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    _shutdown()
-    calling.set_call_observer(None)
-    recorder = config.stash.get(_RECORDER, None)
-    if recorder is not None:
-        recorder.forget_returned()  # the process ends normally: nothing to report
-        del config.stash[_RECORDER]
-    handle = config.stash.get(_FATAL_FILE, None)
-    if handle is not None:
-        faulthandler.disable()
-        handle.close()
-    fatal_dir = config.stash.get(_FATAL_DIR, None)
-    if fatal_dir:
-        import shutil
-        shutil.rmtree(fatal_dir, ignore_errors=True)

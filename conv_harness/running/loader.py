@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
-import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,15 +20,15 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from conv_harness.descriptor import DescriptorError, parse_problem_line
 from conv_harness.problem import OPS, ConvProblem
-from conv_harness.reporting import coverage
+from conv_harness.records import coverage
 from conv_harness.running import native
 from conv_harness.running.calling import silenced
 from conv_harness.running.capabilities import Capabilities, CapabilitiesError
+from conv_harness.specs import is_path, short_name, split_spec
 
 CONTRACT_FUNCTIONS: tuple[str, ...] = tuple(
     name for op in OPS.values() for name in (op.name, op.backward_name))
 
-_ATTRIBUTE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
 class SpecError(Exception):
@@ -55,7 +54,7 @@ class Implementation:
     import_warnings: tuple[int, str | None] = (0, None)
     #: the dispatch paths it declares (``HARNESS_PATHS``): each path's label, as its
     #: ``harness_events`` names it, and problems on which it takes that path; every
-    #: check visits them (conv_harness/triage/sweep.py) and the summary counts each path
+    #: check visits them (conv_harness/searching/sweep.py) and the summary counts each path
     paths: dict[str, tuple[ConvProblem, ...]] = field(default_factory=dict)
 
     def derived(self) -> dict[str, str]:
@@ -101,25 +100,6 @@ class Implementation:
         """
         provided = [name for name in functions if name in self.functions]
         return self.capabilities.for_functions(provided)
-
-
-def split_spec(spec: str) -> tuple[str, str | None]:
-    """``"mod:attr"`` -> (``"mod"``, ``"attr"``); no attribute -> (spec, None)."""
-    module, sep, attr = spec.rpartition(":")
-    if sep and module and _ATTRIBUTE.match(attr):
-        return module, attr
-    return spec, None
-
-
-def is_path(module: str) -> bool:
-    return module.endswith(".py") or "/" in module or "\\" in module or Path(module).is_file()
-
-
-def short_name(spec: str) -> str:
-    """What test ids call the implementation: a file's stem, or the dotted name."""
-    module, attr = split_spec(spec)
-    base = Path(module).stem if is_path(module) else module
-    return f"{base}:{attr}" if attr else base
 
 
 def _package_module(path: Path) -> tuple[Path, str] | None:

@@ -10,7 +10,7 @@ lower precision's rounding under a dtype cause that returns that precision;
 non-finite or history-dependent results inside a deterministic cause's
 trigger region of the same function.
 
-A `Bug` is what one search (one check's, conv_harness/triage/search.py) found and
+A `Bug` is what one search (one check's, conv_harness/searching/search.py) found and
 explained: the kind of failure and the function that showed it, its minimal
 problem, its trigger and explanation, and its case file. The run summary
 merges the bugs of one implementation across checks (`merge`): two findings

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from conv_harness.problem import ConvCase
-from conv_harness.reporting.failures import atomic_write
+from conv_harness.records.failures import atomic_write
 from conv_harness.running.calling import CheckFailure, Timeout
 from conv_harness.running.loader import Implementation
 from conv_harness.triage import evidence

@@ -20,7 +20,7 @@ makes pass (``padding = 0``, on every axis). Derived features then say
 whether a condition is really on a product (conv_harness/triage/features.py):
 where in channels >= 2 fails and so does one channel with a kernel of two
 taps, the trigger is ``K >= 2``, the reduction length. It is a predicate on problems: the follow-up searches
-(conv_harness/triage/search.py) ignore failures of the same kind on problems it
+(conv_harness/searching/search.py) ignore failures of the same kind on problems it
 matches, and the run summary merges two findings into one bug when each
 one's problem matches the other's trigger.
 """

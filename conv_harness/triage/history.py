@@ -43,7 +43,7 @@ import numpy as np
 
 from conv_harness.checks import oracle
 from conv_harness.problem import ConvCase
-from conv_harness.reporting.failures import (
+from conv_harness.records.failures import (
     NATIVE_KEYS,
     atomic_write,
     case_record,
@@ -51,7 +51,7 @@ from conv_harness.reporting.failures import (
     save_case,
     script_path,
 )
-from conv_harness.reporting.script import render_script
+from conv_harness.records.script import render_script
 from conv_harness.running.calling import CheckFailure
 from conv_harness.running.target import Target
 from conv_harness.triage.catalog import Bug
@@ -82,7 +82,7 @@ class Call:
 class CallLog:
     """The last `MAX_CALLS` calls this process made of the implementation under test.
 
-    A call observer (conv_harness/running/calling.py): conv_harness/running/isolate.py
+    A call observer (conv_harness/running/calling.py): conv_harness/isolate_hooks.py
     installs it, and says which implementation the current test calls
     (``spec``; calls outside a conformance test are not recorded). It keeps
     references to the cases, which nothing changes after they are drawn.

@@ -20,7 +20,7 @@ strategies' (`triage_code`): a harness that derives triggers differently (a
 new derived feature, a tie, a boundary, a tolerance) explains again rather
 than show an older version's trigger.
 
-The same holds for a follow-up search (conv_harness/triage/search.py) that found
+The same holds for a follow-up search (conv_harness/searching/search.py) that found
 nothing more: it is recorded under its own key (`remember_searched`, with the
 examples it could spend), and a later run of the same implementation that
 would spend no more examples on it does not search again
@@ -28,7 +28,7 @@ would spend no more examples on it does not search again
 spend (``thorough`` after ``dev``) searches again.
 
 Each bug rebuilt this way is a known failure that came from the database:
-the test's state (conv_harness/state.py) keeps what `recall` rebuilt, and
+the test's state (conv_harness/searching/state.py) keeps what `recall` rebuilt, and
 conv_harness/database.py says so at the end of the run, bug by bug ("replayed 3
 known failures of mine.py from redis://...").
 

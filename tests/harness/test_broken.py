@@ -101,7 +101,7 @@ def _assert_reported(output: str, failures: Path, impl: str, check: str, line: s
     """``impl``'s test failed with ``check``, the one-line message matching ``line``
     (a regex) in the report and in its case file."""
     assert _outcome(output, f"{test}[{impl}-conv2d]") == "FAILED"
-    # A test's report is the harness's own text (conv_harness/triage/search.py), whose
+    # A test's report is the harness's own text (conv_harness/searching/search.py), whose
     # lines pytest prints as they are; a crash report of xdist's starts them "E   ".
     shown = line.replace(r"^E\s+", r"^(E\s+)?")
     assert re.search(shown, output, re.M), f"{impl}: no line matching {line!r}\n{output[-4000:]}"

@@ -528,7 +528,7 @@ def test_a_further_search_excludes_a_sighting_as_it_would_its_own_cause():
     reaches the forward's own failure), unless evidence attributed it: a grad_bias
     wrong by a float32 rounding under a float32 cause leaves room for a grad_bias taken
     as a mean in that region."""
-    from conv_harness.triage.search import _excludes
+    from conv_harness.searching.search import _excludes
     cause = _bug("raised", "conv1d", problem(dilation=(2, 1)), [("dilation", ">=", 2, 0)],
                  signature="raised ValueError: no")
     by_region = _bug("raised", "conv3d", problem(dilation=(2, 1)), [("dilation", ">=", 2, 0)],

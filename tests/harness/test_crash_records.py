@@ -65,12 +65,13 @@ def test_a_test_that_is_not_a_conformance_test_drops_the_last_calls_record(tmp_p
     reported as a crash of the last conformance call it had made, tests earlier."""
     from types import SimpleNamespace
 
+    from conv_harness import isolate_hooks
     from conv_harness.problem import ConvProblem
     from conv_harness.running import isolate
     from strategies.cases import noise_case
 
     recorder = isolate.CrashRecorder(tmp_path, "gw0", "run")
-    config = SimpleNamespace(stash={isolate._RECORDER: recorder})  # the run's, as pytest's
+    config = SimpleNamespace(stash={isolate_hooks._RECORDER: recorder})  # the run's, as pytest's
     recorder.current = ("conv_impl.einsum", "conv_impl.einsum", "forward")
     case = noise_case(ConvProblem(op="conv2d", batch=1, in_channels=1, out_channels=1,
                                   input_size=(3, 3), kernel_size=(1, 1), stride=(1, 1),
@@ -78,11 +79,11 @@ def test_a_test_that_is_not_a_conformance_test_drops_the_last_calls_record(tmp_p
                                   dtype="float64"))
     recorder(case, "conv2d")()  # a call that returned
     recorder.current = None
-    assert isolate._inflight_records(tmp_path, "gw0")
-    unit_test = isolate.pytest_runtest_call(SimpleNamespace(name="test_something",
-                                                            config=config))
+    assert isolate.inflight_records(tmp_path, "gw0")
+    unit_test = isolate_hooks.pytest_runtest_call(SimpleNamespace(name="test_something",
+                                                                  config=config))
     next(unit_test)
-    assert not isolate._inflight_records(tmp_path, "gw0")
+    assert not isolate.inflight_records(tmp_path, "gw0")
 
 
 def test_a_record_holds_the_calls_arrays_after_one_line_of_json(tmp_path):
@@ -105,7 +106,7 @@ def test_a_record_holds_the_calls_arrays_after_one_line_of_json(tmp_path):
     recorder = isolate.CrashRecorder(tmp_path, "gw0", "run")
     recorder.current = ("mine.py", "mine", "forward")
     recorder(case, "conv2d")
-    (path, returned), = isolate._inflight_records(tmp_path, "gw0")
+    (path, returned), = isolate.inflight_records(tmp_path, "gw0")
     assert path.name == "mine-conv2d-crashed-in-gw0.record" and not returned
     record = isolate.read_record(path)
     assert record["inputs"]["x"] == case.x.tolist() and record["inputs"]["bias"] is None

@@ -24,7 +24,7 @@ import pytest
 from conv_harness.descriptor import format_descriptor
 from conv_harness.checks.registry import run_check
 from conv_harness.problem import ConvCase, ConvProblem
-from conv_harness.reporting.failures import (
+from conv_harness.records.failures import (
     SCHEMA_VERSION,
     CaseFileError,
     case_path,
@@ -39,7 +39,7 @@ from conv_harness.reporting.failures import (
 from conv_harness.running.calling import CheckFailure
 from conv_harness.running.loader import load_implementation
 from conv_harness.running.target import Target
-from conv_harness.suite import failure_text, save_failure, saved_lines
+from conv_harness.searching.suite import failure_text, save_failure, saved_lines
 
 PROBLEM = dict(op="conv2d", batch=1, in_channels=2, out_channels=2, input_size=(3, 2),
                kernel_size=(2, 1), stride=(1, 1), padding=(0, 1), dilation=(1, 1), groups=1)

@@ -19,7 +19,7 @@ from conv_harness.checks.registry import run_check
 from conv_harness.problem import ConvProblem
 from conv_harness.running.calling import CheckFailure
 from conv_harness.running.loader import load_implementation
-from conv_harness.suite import found_on
+from conv_harness.searching.suite import found_on
 from strategies import archetypes
 from strategies.cases import noise_case
 from tests.harness import fast_paths

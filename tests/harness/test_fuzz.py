@@ -75,7 +75,7 @@ from pathlib import Path
 from hypothesis.internal.reflection import function_digest
 from conv_harness.running.loader import load_implementation
 from conv_harness.running.target import Target
-from conv_harness.triage.search import database_key
+from conv_harness.searching.search import database_key
 import conv_harness.conformance.test_conformance as tests
 inner = tests.test_grad_input.hypothesis.inner_test
 target = Target(load_implementation("conv_impl.tutorial"), "conv2d", None, Path("."))

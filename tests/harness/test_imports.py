@@ -11,16 +11,42 @@ from pathlib import Path
 import pytest
 
 from tools.import_graph import (
+    FOLDER_LAYERS,
     PACKAGES,
     PAGE,
     ROOT,
     find_cycle,
+    group_of,
     import_graph,
     layer_text,
     layers,
     private_imports,
+    pytest_importers,
     render,
+    upward_imports,
 )
+
+
+def test_imports_run_down_the_folder_layers():
+    """Each folder imports only from itself and the folders below it (docs/architecture.md),
+    so no two folders import each other; pytest only in the wiring and the suite."""
+    graph = import_graph(ROOT, PACKAGES)
+    assert all(group_of(name) for name in graph), [n for n in graph if not group_of(n)]
+    assert upward_imports(graph) == []
+    assert pytest_importers(ROOT, PACKAGES) == []
+
+
+def test_an_import_up_the_layers_is_named():
+    graph = {"conv_harness.records.failures": {"conv_harness.triage.catalog"},
+             "conv_harness.triage.catalog": {"conv_harness.problem"},
+             "conv_harness.checks.oracle": {"conv_impl.einsum"},
+             "conv_harness.problem": set(), "conv_impl.einsum": set()}
+    assert upward_imports(graph) == [
+        "conv_harness.checks.oracle -> conv_impl.einsum (checks imports conv_impl)",
+        "conv_harness.records.failures -> conv_harness.triage.catalog (the problem and its "
+        "records imports triage)"]
+    assert [group for group, _ in FOLDER_LAYERS][:3] == [
+        "settings", "the problem and its records", "running"]
 
 
 def test_no_import_cycle():

@@ -14,7 +14,7 @@ import pytest
 
 from conv_harness.checks.compare import compare
 from conv_harness.checks.tolerance import Tolerance
-from conv_harness.reporting import coverage
+from conv_harness.records import coverage
 from conv_harness.running.calling import silenced
 
 

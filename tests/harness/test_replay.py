@@ -17,8 +17,8 @@ import pytest
 
 from conv_harness import replay
 from conv_harness.checks.registry import run_check
-from conv_harness.reporting.failures import CaseFileError, dump_record, load_case
-from conv_harness.reporting.script import render_script
+from conv_harness.records.failures import CaseFileError, dump_record, load_case
+from conv_harness.records.script import render_script
 from conv_harness.running.calling import CheckFailure
 from conv_harness.running.capabilities import Capabilities
 from conv_harness.running.loader import load_implementation

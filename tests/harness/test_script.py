@@ -1,4 +1,4 @@
-"""The standalone reproduction script (conv_harness/reporting/script.py).
+"""The standalone reproduction script (conv_harness/records/script.py).
 
 Scripts for many generated cases are loaded in process and compared with the
 harness: the same values bit for bit, the same memory layouts, the same
@@ -27,8 +27,8 @@ from conv_harness.checks.registry import run_check
 from conv_harness.checks.tolerance import tolerance
 from conv_harness.problem import OPS, make_layout
 from conv_harness.replay import corpus_files
-from conv_harness.reporting.failures import case_record, load_case
-from conv_harness.reporting.script import render_script
+from conv_harness.records.failures import case_record, load_case
+from conv_harness.records.script import render_script
 from conv_harness.running.calling import CheckFailure
 from conv_harness.running.loader import load_implementation
 from strategies import conv_cases
@@ -226,7 +226,7 @@ def test_a_relative_spec_is_found_from_the_current_folder_and_a_module_by_name(t
 
 
 def test_the_time_limit_is_read_from_the_recorded_failure():
-    from conv_harness.reporting.script import recorded_time_limit
+    from conv_harness.records.script import recorded_time_limit
     from conv_harness.running.calling import timeout_failure
 
     full = timeout_failure("conv2d", 0.5, 0.5).message

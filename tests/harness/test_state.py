@@ -1,4 +1,4 @@
-"""One conformance test's state (conv_harness/state.py): explicit, per test, never shared.
+"""One conformance test's state (conv_harness/searching/state.py): explicit, per test, never shared.
 
 The searches are called here in process, with a state of their own, as the
 plugin calls them for each test.
@@ -15,11 +15,11 @@ from typing import Iterator
 
 from hypothesis import settings
 
-from conv_harness import suite
+from conv_harness.searching import suite
 from conv_harness.running.loader import load_implementation
 from conv_harness.running.target import Target
-from conv_harness.state import Budget, TestState, current, running
-from conv_harness.triage import search
+from conv_harness.searching.state import Budget, TestState, current, running
+from conv_harness.searching import search
 from tests.harness.conftest import QUIET
 
 
@@ -275,8 +275,8 @@ def test_a_module_container_is_found(tmp_path):
 #: the ContextVars of the harness: (file, name) -> why each is not yet state in the
 #: signatures (issue 58 moves them into the test's and the search's state objects)
 CONTEXT_VARS = {
-    ("conv_harness/state.py", "_CURRENT"): "the test under way, for the hooks pytest calls",
-    ("conv_harness/reporting/coverage.py", "_TALLY"): "the test's coverage tally",
+    ("conv_harness/searching/state.py", "_CURRENT"): "the test under way, for the hooks pytest calls",
+    ("conv_harness/records/coverage.py", "_TALLY"): "the test's coverage tally",
     ("conv_harness/running/calling.py", "_OBSERVED"): "the calls a check made, for diagnosis",
     ("conv_harness/checks/tolerance.py", "_ALGORITHM"): "the check's declared algorithm",
     ("conv_harness/checks/tolerance.py", "_FLOAT32_PRECISION"): "its float32 precision",
@@ -349,7 +349,7 @@ def test_a_follow_up_counts_what_it_excluded_and_only_what_it_ran_as_tried(tmp_p
     counted apart (what the triage says of a search cut short), and the coverage
     tally counts only the examples run, with their features."""
     from conv_harness.problem import ConvProblem
-    from conv_harness.reporting import coverage
+    from conv_harness.records import coverage
     from conv_harness.triage.catalog import Bug
     from conv_harness.triage.explain import Condition
 

@@ -22,9 +22,9 @@ from conv_harness.checks.tolerance import (
     tolerance,
 )
 from conv_harness.problem import ConvCase, ConvProblem
-from conv_harness.reporting import coverage
-from conv_harness.reporting.failures import case_record
-from conv_harness.reporting.script import render_script
+from conv_harness.records import coverage
+from conv_harness.records.failures import case_record
+from conv_harness.records.script import render_script
 from conv_harness.running.calling import CheckFailure
 from conv_harness.running.loader import load_implementation
 from strategies import conv_cases
@@ -106,7 +106,7 @@ def test_the_bound_is_unchanged_away_from_the_bottom_of_the_range():
 
 
 def test_the_scripts_bound_is_the_harness_bound():
-    """conv_harness/reporting/script.py restates the bound; both give the same number, also with
+    """conv_harness/records/script.py restates the bound; both give the same number, also with
     subnormal operands."""
     lam = smallest_normal("float32")
     rng = np.random.default_rng(1)

@@ -21,14 +21,14 @@ from hypothesis.errors import InvalidArgument
 from conv_harness.checks.registry import examine
 from conv_harness.problem import OPS, ConvProblem
 from conv_harness.running.capabilities import Capabilities
-from conv_harness.reporting import coverage
+from conv_harness.records import coverage
 from conv_harness import run
 from conv_harness.reporting.summary import Summary
 from conv_harness.running.loader import SpecError, load_implementation
 from conv_harness.running.target import Target
-from conv_harness.state import RunState, TestState
-from conv_harness.triage import sweep
-from conv_harness.triage.search import search_in_process
+from conv_harness.searching.state import RunState, TestState
+from conv_harness.searching import sweep
+from conv_harness.searching.search import search_in_process
 from strategies import DEFAULT_BOUNDS, archetypes, catalogue, conv_problems
 from tests.harness import fast_paths
 from tests.harness.runs import HARNESS_PROFILE, triaged

@@ -20,7 +20,7 @@ from conv_harness.problem import OPS, ConvProblem
 from conv_harness.running.capabilities import Capabilities
 from conv_harness.running.loader import load_implementation
 from conv_harness.triage.explain import Condition, explain, matches
-from conv_harness.triage import sweep
+from conv_harness.searching import sweep
 from strategies import catalogue, conv_problems
 from strategies.cases import features, noise_case
 from tests.harness.runs import triaged

@@ -355,7 +355,7 @@ ORACLE_FREE = ("adjoint", "linearity", "finite_difference", "pointwise", "delta_
 @pytest.mark.long
 def test_batch_consistency_sees_images_mixed_up_where_the_adjoint_does_not(tmp_path,
                                                                            monkeypatch):
-    from conv_harness.triage import search
+    from conv_harness.searching import search
 
     searches = []  # each follow-up search: its check, exclusions, focus and calls
     made = search.follow_up
@@ -390,10 +390,10 @@ def test_a_further_search_that_ends_on_an_error_says_so(monkeypatch, tmp_path):
     error) is not "found nothing else": the search says what ended it."""
     from hypothesis import settings as hypothesis_settings
 
-    from conv_harness import suite
+    from conv_harness.searching import suite
     from conv_harness.running.target import Target
-    from conv_harness.state import TestState
-    from conv_harness.triage import search
+    from conv_harness.searching.state import TestState
+    from conv_harness.searching import search
 
     def broken(*args, **kwargs):
         raise RuntimeError("the harness broke\nsecond line")
@@ -418,10 +418,10 @@ def test_a_seeded_test_gives_each_follow_up_search_a_seed_of_its_own(monkeypatch
     from hypothesis import settings as hypothesis_settings
     from hypothesis import strategies as st
 
-    from conv_harness import suite
+    from conv_harness.searching import suite
     from conv_harness.running.target import Target
-    from conv_harness.state import TestState
-    from conv_harness.triage import search
+    from conv_harness.searching.state import TestState
+    from conv_harness.searching import search
     from conv_harness.run import profile
 
     target = Target(load_implementation("conv_impl.einsum"), "conv2d", None, tmp_path)
@@ -452,8 +452,8 @@ def test_a_search_is_taken_to_draw_again_only_while_the_book_of_causes_is_unchan
     search would draw the same examples and meet it first (`_draws_again`). Not once
     another process (an xdist worker) has published a cause since the last search
     froze the book: the same examples may then be sightings of it, or rejected."""
-    from conv_harness.state import RunState, TestState
-    from conv_harness.triage import search
+    from conv_harness.searching.state import RunState, TestState
+    from conv_harness.searching import search
     from conv_harness.triage.causes import CauseBook
 
     run = RunState()

@@ -40,34 +40,29 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import hypothesis
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import FlakyFailure, Unsatisfiable
 
-from conv_harness import suite
+from conv_harness.searching import suite
 from conv_harness.checks.diagnosis import diagnose
 from conv_harness.checks.registry import examine
-from conv_harness.reporting.failures import script_path
+from conv_harness.records.failures import script_path
 from conv_harness.problem import ConvCase, in_fewer_dimensions
 from conv_harness.running.calling import CheckFailure
-from conv_harness.running.loader import is_path, split_spec
+from conv_harness.specs import is_path, split_spec
 from conv_harness.running.target import Target
-from conv_harness.state import STATE, Budget, Found, RunState, TestState, running
+from conv_harness.searching.state import Budget, Found, RunState, TestState, running
 from conv_harness.triage import boundary, causes, evidence
 from conv_harness.triage.catalog import Bug, part_of, signature
 from conv_harness.triage.causes import CauseBook
 from conv_harness.triage.explain import Explanation, explain, failure_probe
-from conv_harness.triage import stored, sweep
+from conv_harness.searching import sweep
+from conv_harness.triage import stored
 from conv_harness.triage.history import HISTORY, history_dependent, verify_alone
 from strategies.problems import Focus
 
 DEFAULT_MAX_BUGS = 3
-BUGS = pytest.StashKey[list[dict[str, Any]]]()
-
-
-class BugsFound(AssertionError):
-    """A conformance test's verdict: the bugs it found; the message is the whole report."""
 
 
 def identity(spec: str) -> str:
@@ -94,7 +89,7 @@ def database_key(target: Target, check: str, known: list[Bug] = ()) -> bytes:
     return key.encode()
 
 
-def _set_key(test: Any, key: bytes) -> None:
+def set_key(test: Any, key: bytes) -> None:
     """Give a @given test its own database key, as Hypothesis's pytest plugin does for
     @pytest.mark.parametrize (its ``_hypothesis_internal_add_digest``)."""
     inner = getattr(getattr(test, "hypothesis", None), "inner_test", None)
@@ -108,7 +103,7 @@ def follow_up(state: TestState, target: Target, check: str, known: list[Bug],
     what it found, and, where it ended on an error without a finding (every problem
     excluded, a health check, an error of the harness), that error in one line.
     ``focus``: every problem drawn from that archetype (a failure of the catalogue
-    sweep, conv_harness/triage/sweep.py). ``tries``: calls per example, any failing counts
+    sweep, conv_harness/searching/sweep.py). ``tries``: calls per example, any failing counts
     (a failure that comes and goes on the same inputs, `_bug_of`)."""
     excluded = tuple(known)
     state.searched = (0, 0)
@@ -130,7 +125,7 @@ def follow_up(state: TestState, target: Target, check: str, known: list[Bug],
     if source is not None:
         state.skipped.append(source)
         return [], None  # an earlier run sharing the database found nothing here
-    _set_key(search, key)
+    set_key(search, key)
     if state.seed is not None:
         search = hypothesis.seed(follow_up_seed(key, state.seed))(search)
     state.found = []
@@ -584,15 +579,6 @@ def _history_bug(run: RunState, last: Found) -> Bug:
     return bug
 
 
-def conformance_target(item: pytest.Item) -> tuple[Target, str] | tuple[None, None]:
-    marker = item.get_closest_marker("conv_check")
-    callspec = getattr(item, "callspec", None)
-    target = callspec.params.get("target") if callspec else None
-    if marker is None or not isinstance(target, Target):
-        return None, None
-    return target, marker.args[0]
-
-
 @dataclass
 class Verdict:
     """What one failed conformance test found: its bugs (new causes, sightings, and the
@@ -639,7 +625,7 @@ def conclude(state: TestState, target: Target, check: str, error: BaseException 
 
 def swept(state: TestState, target: Target, check: str,
           begun: sweep.Sweep | None = None) -> list[Found]:
-    """After a search that passed: the catalogue sweep (conv_harness/triage/sweep.py), or
+    """After a search that passed: the catalogue sweep (conv_harness/searching/sweep.py), or
     the rest of the one ``begun`` while it only drew, and for its first failure a
     search focused on that archetype; what that found, else the visit's own case, not
     shrunk. Empty where the sweep passed."""
@@ -693,7 +679,7 @@ def search_in_process(run: RunState, target: Target, check: str,
     def first_search(data: st.DataObject) -> None:
         suite.run(target, check, data, state=state)
 
-    _set_key(first_search, database_key(target, check))
+    set_key(first_search, database_key(target, check))
     if seed is not None:
         first_search = hypothesis.seed(seed)(first_search)
     error: BaseException | None = None
@@ -704,69 +690,3 @@ def search_in_process(run: RunState, target: Target, check: str,
         except Exception as exc:  # noqa: BLE001 - what the search found, or not ours
             error = exc
         return conclude(state, target, check, error, max_bugs, print_scripts)
-
-
-class BugSearch:
-    """The pytest side: database keys, follow-up searches, and the test's report."""
-
-    def __init__(self, max_bugs: int = DEFAULT_MAX_BUGS, print_scripts: bool = False,
-                 budget: float | None = None, failures_dir: Path | None = None):
-        self.max_bugs = max_bugs
-        self.failures_dir = failures_dir  # the run's failures folder (the plugin's option)
-        self.print_scripts = print_scripts
-        self.budget = budget
-        #: this process's share of the run (its book of causes, its record of calls)
-        self.run = RunState()
-        #: the run's id (conv_harness/triage/causes.py): the controller's, every worker's
-        self.run_id = ""
-
-    @pytest.hookimpl(wrapper=True, trylast=True)
-    def pytest_runtest_call(self, item: pytest.Item):
-        target, check = conformance_target(item)
-        if target is None:
-            return (yield)
-        _set_key(item.obj, database_key(target, check))
-        result = None
-        with under_way(self.run, target, check, self.budget) as state:
-            item.stash[STATE] = state
-            try:
-                result = yield
-            except Exception as exc:  # noqa: BLE001 - concluded below, or raised again
-                error: BaseException | None = exc
-            else:
-                error = None
-            verdict = conclude(state, target, check, error, self.max_bugs, self.print_scripts)
-        if verdict is None:
-            return result
-        item.stash[BUGS] = [bug.to_json() for bug in verdict.bugs]
-        raise BugsFound(verdict.report) from None
-
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
-        folder = self.failures_dir
-        if folder is None:
-            return  # constructed without a folder (a unit test): no run-wide book
-        workerinput = getattr(session.config, "workerinput", None)
-        if workerinput is None:  # the controller, before any worker starts
-            self.run_id = causes.new_run(folder)
-        else:
-            self.run_id = workerinput[causes.RUN_INPUT]
-        self.run.book.open(folder, self.run_id)
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node: Any) -> None:
-        """Hand a pytest-xdist worker the run's id (made in pytest_sessionstart, which
-        runs before xdist's own starts the workers)."""
-        node.workerinput[causes.RUN_INPUT] = self.run_id
-
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """The controller removes the run's book of causes: it only served the run's
-        searches, and the failures folder holds case files, scripts and the summary."""
-        if self.failures_dir is not None and not hasattr(session.config, "workerinput"):
-            causes.end_run(self.failures_dir)
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
-        report_ = yield
-        if call.excinfo is not None and isinstance(call.excinfo.value, BugsFound):
-            report_.longrepr = str(call.excinfo.value)
-        return report_

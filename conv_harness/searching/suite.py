@@ -25,15 +25,15 @@ from conv_harness.checks import oracle
 from conv_harness.checks.registry import REGISTRY, examine
 from conv_harness.descriptor import format_descriptor
 from conv_harness.problem import OPS, ConvCase, ConvProblem, in_fewer_dimensions
-from conv_harness.reporting import coverage
-from conv_harness.reporting.failures import case_path, case_record, save_case, script_path
-from conv_harness.reporting.script import render_script
+from conv_harness.records import coverage
+from conv_harness.records.failures import case_path, case_record, save_case, script_path
+from conv_harness.records.script import render_script
 from conv_harness.running.calling import CheckFailure
 from conv_harness.running.capabilities import Capabilities
 from conv_harness.running.loader import Implementation
 from conv_harness.running.target import Target
-from conv_harness.state import Budget, Found, SizeChoice, TestState
-from conv_harness.state import current as current_state
+from conv_harness.searching.state import Budget, Found, SizeChoice, TestState
+from conv_harness.searching.state import current as current_state
 from conv_harness.triage import causes
 from conv_harness.triage.catalog import Bug
 from strategies import archetypes, conv_cases
@@ -294,7 +294,7 @@ def case_strategy(check: str, op: str, caps: Capabilities, bounds: Bounds | None
     """The cases ``check`` draws for ``op``: one strategy object per test, not per
     example (a new one would be validated and labelled again each time).
     ``bounds`` (what ``--conv-budget`` chose, `budget_bounds`) and ``focus`` (an
-    archetype a search is focused on, conv_harness/triage/sweep.py) apply to the
+    archetype a search is focused on, conv_harness/searching/sweep.py) apply to the
     checks that draw ordinary cases; those with cases of their own keep theirs.
     ``given``: the run's ``--conv-problem`` problems, the only ones drawn."""
     custom = REGISTRY[check].cases
@@ -368,7 +368,7 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
     that needs nothing, every problem) do not count. Only the final (shrunk)
     example writes its case file and script: Hypothesis replays it once more
     after shrinking, with ``is_final`` set. What it leaves for the triage goes
-    to ``state``, the running test's (`conv_harness.state.current`) unless given.
+    to ``state``, the running test's (`conv_harness.searching.state.current`) unless given.
     """
     __tracebackhide__ = True  # the report says it all; this frame is noise
     state = state if state is not None else current_state()

@@ -1,6 +1,6 @@
 """A standalone reproduction script for a failure case (contract section 3).
 
-`render_script(record)` turns a case record (the JSON of conv_harness/reporting/failures.py)
+`render_script(record)` turns a case record (the JSON of conv_harness/records/failures.py)
 into a Python script that needs only NumPy and torch, no import of this
 project: the shrunk inputs written out literally (every float exactly, as
 the shortest ``repr`` that reads back to the same float64; float16 and
@@ -15,7 +15,7 @@ bug is there, 0 once it is fixed (2 where the device an implementation on torch
 tensors computes on is absent: contract section 7). A time-out case's script stops at the
 limit the case was recorded with, and exits 1 saying so.
 
-From a saved case file: ``python -m conv_harness.reporting.script CASE.json [-o OUT.py]``.
+From a saved case file: ``python -m conv_harness.records.script CASE.json [-o OUT.py]``.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from conv_harness.problem import ConvCase
-from conv_harness.reporting.failures import CaseFileError, case_from_record, load_case
-from conv_harness.checks.threads import several
-from conv_harness.running.loader import is_path, split_spec
+from conv_harness.records.failures import CaseFileError, case_from_record, load_case
+from conv_harness.cores import several
+from conv_harness.specs import is_path, split_spec
 
 FORWARD_CHECK = "forward"
 GRADIENT_CHECKS = ("grad_input", "grad_weight", "grad_bias")
@@ -668,7 +668,7 @@ def render_script(record: dict[str, Any], case: ConvCase | None = None,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m conv_harness.reporting.script",
+        prog="python -m conv_harness.records.script",
         description="Write the standalone reproduction script of a failure case file.")
     parser.add_argument("case", type=Path, help="a JSON case file (.conv-failures/*.json)")
     parser.add_argument("-o", "--output", type=Path,

@@ -1,12 +1,12 @@
 """Failure case files: the contract's JSON record of one shrunk failure.
 
-Written for the final (shrunk) example only (conv_harness/suite.py decides that),
+Written for the final (shrunk) example only (conv_harness/searching/suite.py decides that),
 by whichever process found it, xdist worker or not, atomically: each file's
 content goes to a temporary file in the same folder, then `os.replace` moves
 it into place, so a reader never sees half a file. The file name carries a
 hash of the content, so two different failures never share a name (no
 clobbering) and two workers that found the same case write the same bytes
-to the same name. The standalone reproduction script (conv_harness/reporting/script.py) is
+to the same name. The standalone reproduction script (conv_harness/records/script.py) is
 saved beside the JSON, same stem, ``.py``; it is written first, so a JSON
 file that exists always has its script.
 """
@@ -25,7 +25,7 @@ import numpy as np
 from conv_harness.descriptor import format_descriptor
 from conv_harness.problem import (ALL_DTYPES, ARRAY_NAMES, LAYOUTS, OPS, ConvCase, ConvProblem,
                              bfloat16)
-from conv_harness.running.loader import is_path, split_spec
+from conv_harness.specs import is_path, split_spec
 
 SCHEMA_VERSION = 1
 REQUIRED_KEYS: tuple[str, ...] = ("impl", "op", "check", "params", "inputs")

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from conv_harness import suite
+from conv_harness.searching import suite
 from conv_harness.checks.registry import REGISTRY, examine
 from conv_harness.running.calling import CheckFailure
 from conv_harness.running.target import Target
-from conv_harness.state import Found, TestState
-from conv_harness.reporting import coverage
+from conv_harness.searching.state import Found, TestState
+from conv_harness.records import coverage
 from strategies import catalogue
 from strategies.archetypes import FEATURES
 from strategies.cases import features
@@ -65,7 +65,7 @@ class Sweep:
     (`finish`), which may begin while its first search still runs: under
     ``--conv-budget`` that search, once it stops running examples, still makes every
     draw Hypothesis asks for, and each of those calls makes a visit too
-    (conv_harness/suite.py), before the deadline those draws would outlast."""
+    (conv_harness/searching/suite.py), before the deadline those draws would outlast."""
 
     def __init__(self, state: TestState, target: Target, check: str) -> None:
         planned_visits = planned(state, target, check)

@@ -2,7 +2,7 @@
 
 A conformance test (implementation x operation x check) runs several
 Hypothesis searches (the first, then follow-ups that exclude the bugs found:
-conv_harness/triage/search.py), each calling `conv_harness.suite.run` once per example.
+conv_harness/searching/search.py), each calling `conv_harness.searching.suite.run` once per example.
 What those calls leave for the triage, and what the triage reads back, is a
 `TestState`: the plugin creates one per test (`BugSearch.pytest_runtest_call`)
 and makes it current for the test with `running`; the ``@given`` bodies, which
@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-import pytest
 
 from conv_harness.problem import ConvCase, ConvProblem
 from conv_harness.running.calling import CheckFailure
@@ -53,7 +52,7 @@ class Found:
     repeats: bool = True
     #: calls of the implementation per example in the search that found it: more than
     #: one for a failure that comes and goes on the same inputs, whose search counts an
-    #: example as failing when any of its calls fails (conv_harness/triage/search.py)
+    #: example as failing when any of its calls fails (conv_harness/searching/search.py)
     tries: int = 1
 
     @property
@@ -73,7 +72,7 @@ class SizeChoice:
 #: What `Budget.kept_for` keeps per example to come, in examples run so far: a visit of
 #: the catalogue sweep is an archetype's problem, larger than most random draws, each
 #: visit made while the search only draws shares its call with a draw
-#: (conv_harness/suite.py), and the machine's load may change meanwhile.
+#: (conv_harness/searching/suite.py), and the machine's load may change meanwhile.
 KEEP_MARGIN = 2.0
 #: The most of a budget kept for later: the search before it keeps the rest.
 KEEP_SHARE = 0.5
@@ -84,13 +83,13 @@ class Budget:
     """The time left for one test (``--conv-budget``), and what it chose for the test.
 
     ``deadline`` is None without a budget. Once it has passed, further examples
-    are drawn but not run (conv_harness/suite.py), except that a test always runs
+    are drawn but not run (conv_harness/searching/suite.py), except that a test always runs
     at least one: a verdict with no example behind it says nothing.
     """
 
     seconds: float | None = None
     deadline: float | None = None
-    #: the sizes chosen for this test (conv_harness/suite.py's `choose_sizes`): unset until
+    #: the sizes chosen for this test (conv_harness/searching/suite.py's `choose_sizes`): unset until
     #: its first example
     chosen: SizeChoice | None = None
     #: examples run so far (drawn and checked, not only drawn)
@@ -153,14 +152,14 @@ class TestState:
     #: Hypothesis's final replay of a failure passes (history dependence)
     last_failing: Found | None = None
     #: the problem each search first failed on, before shrinking, and the archetype its
-    #: draw started from, by search (`conv_harness.suite.search_key`)
+    #: draw started from, by search (`conv_harness.searching.suite.search_key`)
     first_failed: dict[tuple, tuple[ConvProblem, Any]] = field(default_factory=dict)
     #: bugs rebuilt from stored triage (conv_harness/triage/stored.py): (bug JSON, source)
     recalled: list[tuple[dict[str, Any], str]] = field(default_factory=list)
     #: where the follow-up searches skipped as searched before were recorded
     skipped: list[str] = field(default_factory=list)
     #: while a search is focused on an archetype the catalogue sweep failed on
-    #: (conv_harness/triage/sweep.py): that archetype and its neighbour's feature, else None
+    #: (conv_harness/searching/sweep.py): that archetype and its neighbour's feature, else None
     focus: tuple[Any, str | None] | None = None
     #: calls of the implementation per example in the current search (`Found.tries`)
     tries: int = 1
@@ -169,14 +168,14 @@ class TestState:
     #: search of a default run draws from a random one; None: Hypothesis's settings decide
     seed: int | None = None
     #: problems the current search drew in a known bug's trigger region and skipped
-    #: unrun (conv_harness/suite.py)
+    #: unrun (conv_harness/searching/suite.py)
     excluded: int = 0
     #: (examples run, problems skipped) of the last search that ended without a finding:
     #: a follow-up whose draws lay almost all in the known bugs' regions runs fewer
     #: examples than its setting before Hypothesis gives it up, and says so
     searched: tuple[int, int] = (0, 0)
     #: under ``--conv-budget``, the catalogue sweep to come after the test's first search,
-    #: should it pass (conv_harness/triage/sweep.py's `Sweep`): until it fails, that search
+    #: should it pass (conv_harness/searching/sweep.py's `Sweep`): until it fails, that search
     #: keeps time for the sweep's ``visits`` (`Budget.kept_for`), and once it only
     #: draws, each call makes a visit (`Sweep.step`); None otherwise and once it ended
     sweep: Any = None
@@ -194,12 +193,6 @@ class TestState:
         self.sightings = {}
         return out
 
-
-#: where a test's item keeps its state, for the plugins that report on it
-STATE = pytest.StashKey[TestState]()
-#: where the config keeps the run's state, for the tests that are not conformance tests
-#: but find bugs (regression replays)
-RUN = pytest.StashKey[RunState]()
 
 _CURRENT: ContextVar[TestState] = ContextVar("conv_harness_test_state")
 

@@ -67,7 +67,7 @@ def record(features: list[str]) -> None:
         tally.features.update(features)
 
 
-#: the tally's key of the catalogue sweep's calls (conv_harness/triage/sweep.py): counted
+#: the tally's key of the catalogue sweep's calls (conv_harness/searching/sweep.py): counted
 #: apart from the examples, which are Hypothesis's (a profile's ``max_examples``)
 VISITS = "catalogue sweep visits"
 
