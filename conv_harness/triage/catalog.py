@@ -8,7 +8,8 @@ failure is its forward's (the forward fails on the same problem and the
 backward is the exact gradient of that forward); value errors the size of a
 lower precision's rounding under a dtype cause that returns that precision;
 non-finite or history-dependent results inside a deterministic cause's
-trigger region of the same function.
+trigger region of the same function; wrong results of other functions or
+results with the same trigger at the same minimal problem (`agrees_elsewhere`).
 
 A `Bug` is what one search (one check's, conv_harness/searching/search.py) found and
 explained: the kind of failure and the function that showed it, its minimal
@@ -265,7 +266,20 @@ def part_of(bug: Bug, entry: Bug) -> bool:
             and bug.function in (entry.functions or [entry.function]) \
             and matches(entry.conditions, bug.problem, bug.layouts):
         return True
-    return False
+    return agrees_elsewhere(bug, entry)
+
+
+def agrees_elsewhere(bug: Bug, entry: Bug) -> bool:
+    """Whether ``bug`` is ``entry``'s cause seen in another result or function: both
+    wrong results, explained by the same trigger (every condition alike) at the same
+    minimal problem. Code that several functions share (a forward that the backward
+    calls, a helper every result goes through) shows one cause so: each function
+    shrinks to the same plainest problem that needs the same feature. Two causes that
+    agree so in everything a black box can see are one entry to its reader too."""
+    return (bug.failure in VALUE_KINDS and entry.failure in VALUE_KINDS
+            and (bug.failure, bug.function) != (entry.failure, entry.function)
+            and bool(bug.conditions) and _same_conditions(bug.conditions, entry.conditions)
+            and bug.params == entry.params and bug.layouts == entry.layouts)
 
 
 def merge(bugs: list[Bug], order: list[str]) -> list[Bug]:

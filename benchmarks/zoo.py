@@ -1,0 +1,387 @@
+"""A zoo of buggy convolutions with known root causes, generated (issue 59).
+
+Each zoo implementation wraps the correct `conv_impl.einsum` (conv1d/2d/3d and their
+backwards) and injects one to three root causes drawn from `CAUSES`, the mistakes real
+convolution code makes. A cause is applied to every function real code would share it
+across (all the dimensions the implementation provides; the forward, the backward or
+both), and carries its ground truth: the exact condition on the problem under which it
+makes a result wrong (`Cause.holds`), what its minimal case looks like
+(`Cause.minimal`), and the words a trigger that states its condition contains.
+
+An implementation is named ``zoo_<seed>_<index>`` and built from that name alone, so a
+saved script (a fresh process) gets the same one: ``--impl benchmarks/zoo.py:zoo_1_7``.
+benchmarks/triage_zoo.py scores the harness's bug lists against the ground truth.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any, Callable
+
+import numpy as np
+
+from conv_harness.problem import ConvProblem
+from conv_impl import einsum
+
+Forward = Callable[..., np.ndarray]
+Backward = Callable[..., tuple]
+
+
+def _remainders(p: ConvProblem) -> tuple[int, ...]:
+    """Per axis: input positions past the last window, (in + 2p - d(k-1) - 1) % s."""
+    return tuple((n + 2 * pad - d * (k - 1) - 1) % s for n, pad, d, k, s in zip(
+        p.input_size, p.padding, p.dilation, p.kernel_size, p.stride))
+
+
+def _reads_input(p: ConvProblem) -> bool:
+    """Whether some output's window reads an input position (not padding only)."""
+    return all(any(0 <= o * s - pad + t * d < n for o in range(out) for t in range(k))
+               for n, pad, d, k, s, out in zip(p.input_size, p.padding, p.dilation,
+                                               p.kernel_size, p.stride, p.output_size))
+
+
+def _flip_shows(p: ConvProblem) -> bool:
+    """Whether flipping the kernel changes a result: some window reads an input position
+    through a tap whose mirror is another tap (not the middle of an odd kernel)."""
+    return _reads_input(p) and any(
+        any(0 <= o * s - pad + t * d < n and 2 * t != k - 1
+            for o in range(out) for t in range(k))
+        for n, pad, d, k, s, out in zip(p.input_size, p.padding, p.dilation, p.kernel_size,
+                                        p.stride, p.output_size))
+
+
+def _axes_with_remainder(stride, padding, dilation, shape, kernel) -> list[int]:
+    return [a for a, (n, pad, d, k, s) in enumerate(zip(shape, padding, dilation, kernel,
+                                                         stride))
+            if (n + 2 * pad - d * (k - 1) - 1) % s]
+
+
+def _bump(a: np.ndarray | None, where: int = 0) -> np.ndarray | None:
+    """``a`` with one element off by more than any element's size (a term added twice,
+    a window read from the wrong place: wrong by a value's own order, so that no
+    rounding bound, however long the sum, covers it)."""
+    if a is None:
+        return None
+    a = np.array(a, copy=True)
+    a.flat[where % a.size] += 1 + 8 * float(np.max(np.abs(a), initial=0))
+    return a
+
+
+def _plainest(p: ConvProblem, free: frozenset[str]) -> bool:
+    """Whether ``p`` is at its plainest in every feature not in ``free``: one image, one
+    channel per group, no groups, dilation 1, stride 1, a 1-tap kernel, and padding 0
+    on each axis but where the input is shorter than the kernel's reach (there padding
+    is what lets a window fit: input 1 with padding 1 is as plain as input 2)."""
+    per_group_in, per_group_out = p.in_channels // p.groups, p.out_channels // p.groups
+    reach = [(k - 1) * d + 1 for k, d in zip(p.kernel_size, p.dilation)]
+    padded = all(pad == 0 or n < r for pad, n, r in zip(p.padding, p.input_size, reach))
+    return ((p.batch == 1 or "batch" in free)
+            and ((per_group_in == 1 and per_group_out == 1) or "channels" in free)
+            and (p.groups == 1 or "groups" in free)
+            and (set(p.dilation) == {1} or "dilation" in free)
+            and (padded or "padding" in free)
+            and (set(p.stride) == {1} or "stride" in free)
+            and (set(p.kernel_size) == {1} or "kernel" in free))
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One root cause: how it breaks the functions, and its ground truth."""
+
+    name: str
+    #: which results it makes wrong, or "raised" / "history"
+    symptoms: tuple[str, ...]
+    #: the exact condition on the problem under which it shows
+    holds: Callable[[ConvProblem], bool]
+    #: the features its minimal case needs (the rest at their plainest)
+    free: frozenset[str]
+    #: a trigger that states its condition matches one of these (regular expressions)
+    words: tuple[str, ...]
+    forward: Callable[..., Any] | None = None  # (fwd, x, weight, bias, **kw) -> y
+    backward: Callable[..., Any] | None = None  # (bwd, go, x, weight, bias, **kw) -> grads
+    #: its results differ from call to call (uninitialised memory)
+    garbage: bool = False
+    #: the dimensions it can show in (a condition between axes needs two)
+    dims: tuple[int, ...] = (1, 2, 3)
+
+    def minimal(self, p: ConvProblem) -> bool:
+        return self.holds(p) and _plainest(p, self.free)
+
+
+# -- the library of mistakes -------------------------------------------------------------
+
+def _remainder_backward(bwd, go, x, weight, bias, *, stride, padding, dilation, groups):
+    gx, gw, gb = bwd(go, x, weight, bias, stride=stride, padding=padding, dilation=dilation,
+                     groups=groups)
+    axes = _axes_with_remainder(stride, padding, dilation, x.shape[2:], weight.shape[2:])
+    if axes:  # the positions past the last window get the last window's gradient again
+        gx = np.array(gx, copy=True)
+        index = [slice(None)] * gx.ndim
+        index[2 + axes[0]] = -1
+        gx[tuple(index)] += 1
+    return gx, gw, gb
+
+
+def _garbage_backward(bwd, go, x, weight, bias, *, stride, padding, dilation, groups):
+    gx, gw, gb = bwd(go, x, weight, bias, stride=stride, padding=padding, dilation=dilation,
+                     groups=groups)
+    axes = _axes_with_remainder(stride, padding, dilation, x.shape[2:], weight.shape[2:])
+    if axes:  # np.empty for the remainder rows: whatever the memory held
+        gx = np.array(gx, copy=True)
+        index = [slice(None)] * gx.ndim
+        index[2 + axes[0]] = -1
+        garbage = np.random.default_rng().standard_normal(gx[tuple(index)].shape) * 1e3
+        gx[tuple(index)] = garbage.astype(gx.dtype)
+    return gx, gw, gb
+
+
+def _padding_forward(fwd, x, weight, bias, *, padding, **kw):
+    y = fwd(x, weight, bias, padding=padding, **kw)
+    return _bump(y) if any(padding) else y
+
+
+def _padding_backward(bwd, go, x, weight, bias, *, padding, **kw):
+    gx, gw, gb = bwd(go, x, weight, bias, padding=padding, **kw)
+    return (_bump(gx), gw, gb) if any(padding) else (gx, gw, gb)
+
+
+def _stride3_backward(bwd, go, x, weight, bias, *, stride, **kw):
+    gx, gw, gb = bwd(go, x, weight, bias, stride=stride, **kw)
+    return (gx, _bump(gw), gb) if max(stride) >= 3 else (gx, gw, gb)
+
+
+def _as_float32(a):
+    return None if a is None else np.asarray(a, dtype=np.float32)
+
+
+def _downcast_forward(fwd, x, weight, bias, **kw):
+    if x.dtype != np.float64:
+        return fwd(x, weight, bias, **kw)
+    return fwd(_as_float32(x), _as_float32(weight), _as_float32(bias), **kw).astype(np.float64)
+
+
+def _downcast_backward(bwd, go, x, weight, bias, **kw):
+    if x.dtype != np.float64:
+        return bwd(go, x, weight, bias, **kw)
+    grads = bwd(_as_float32(go), _as_float32(x), _as_float32(weight), _as_float32(bias), **kw)
+    return tuple(None if g is None else g.astype(np.float64) for g in grads)
+
+
+def _batch_mean_backward(bwd, go, x, weight, bias, **kw):
+    gx, gw, gb = bwd(go, x, weight, bias, **kw)
+    return gx, gw, None if gb is None else gb / go.shape[0]
+
+
+def _positions_mean_backward(bwd, go, x, weight, bias, **kw):
+    gx, gw, gb = bwd(go, x, weight, bias, **kw)
+    per_image = int(np.prod(go.shape[2:]))
+    return gx, gw, None if gb is None else gb / (go.shape[0] * per_image)
+
+
+def _flipped_forward(fwd, x, weight, bias, **kw):
+    return fwd(x, np.ascontiguousarray(weight[(slice(None),) * 2 + (slice(None, None, -1),)
+                                              * (weight.ndim - 2)]), bias, **kw)
+
+
+def _refuse_dilation(dilation) -> None:
+    if max(dilation) > 1:
+        raise ValueError(f"dilation {tuple(dilation)} is not supported")
+
+
+def _dilation_forward(fwd, x, weight, bias, *, dilation, **kw):
+    _refuse_dilation(dilation)
+    return fwd(x, weight, bias, dilation=dilation, **kw)
+
+
+def _dilation_backward(bwd, go, x, weight, bias, *, dilation, **kw):
+    _refuse_dilation(dilation)
+    return bwd(go, x, weight, bias, dilation=dilation, **kw)
+
+
+def _no_bias_forward(fwd, x, weight, bias, **kw):
+    # the bias is reshaped before it is known to be there
+    bias.reshape(-1)
+    return fwd(x, weight, bias, **kw)
+
+
+def _no_bias_backward(bwd, go, x, weight, bias, **kw):
+    bias.reshape(-1)
+    return bwd(go, x, weight, bias, **kw)
+
+
+def _groups_forward(fwd, x, weight, bias, *, groups, **kw):
+    y = fwd(x, weight, bias, groups=groups, **kw)
+    if groups > 1:  # the second group's channels written over the first's
+        y = np.array(y, copy=True)
+        per_group = y.shape[1] // groups
+        y[:, :per_group] = y[:, per_group:2 * per_group]
+    return y
+
+
+def _dilation_grad_weight(bwd, go, x, weight, bias, *, dilation, **kw):
+    gx, gw, gb = bwd(go, x, weight, bias, dilation=dilation, **kw)
+    return (gx, _bump(gw), gb) if max(dilation) > 1 else (gx, gw, gb)
+
+
+def _square_backward(bwd, go, x, weight, bias, **kw):
+    if len(set(go.shape[2:])) > 1:
+        raise ValueError(f"the output must be square, got {go.shape[2:]}")
+    return bwd(go, x, weight, bias, **kw)
+
+
+#: the channels a blocked path handles at once
+BLOCK = 8
+
+
+def _block_tail_forward(fwd, x, weight, bias, *, groups, **kw):
+    y = fwd(x, weight, bias, groups=groups, **kw)
+    per_group = x.shape[1] // groups
+    if per_group > BLOCK and per_group % BLOCK:  # the last, partial block read twice
+        y = _bump(y)
+    return y
+
+
+def _batch_block_backward(bwd, go, x, weight, bias, **kw):
+    gx, gw, gb = bwd(go, x, weight, bias, **kw)
+    if go.shape[0] > 4:  # images past a block of four: their grad_input dropped
+        gx = np.array(gx, copy=True)
+        gx[4:] = 0 * gx[4:] + 1
+    return gx, gw, gb
+
+
+def _outputs(p: ConvProblem) -> tuple[int, ...]:
+    return tuple(p.output_size)
+
+
+CAUSES: dict[str, Cause] = {cause.name: cause for cause in (
+    Cause("stride remainder in grad_input", ("grad_input",),
+          lambda p: any(_remainders(p)), frozenset({"stride"}),
+          (r"stride remainder >= 1", r"stride remainder"), backward=_remainder_backward),
+    Cause("uninitialised remainder rows", ("grad_input",),
+          lambda p: any(_remainders(p)), frozenset({"stride"}),
+          (r"stride remainder",), backward=_garbage_backward, garbage=True),
+    Cause("padding off by one", ("forward", "grad_input"),
+          lambda p: any(p.padding), frozenset({"padding"}),
+          (r"padding >= 1",), forward=_padding_forward, backward=_padding_backward),
+    Cause("stride >= 3 in grad_weight", ("grad_weight",),
+          lambda p: max(p.stride) >= 3, frozenset({"stride"}),
+          (r"stride >= 3",), backward=_stride3_backward),
+    Cause("float64 computed in float32", ("forward", "grad_input", "grad_weight", "grad_bias"),
+          lambda p: p.dtype == "float64" and (_reads_input(p) or p.bias),
+          frozenset({"batch", "channels", "kernel"}),
+          (r"dtype = float64", r"float32"), forward=_downcast_forward,
+          backward=_downcast_backward),
+    Cause("grad_bias a batch mean", ("grad_bias",),
+          lambda p: p.batch >= 2 and p.bias, frozenset({"batch"}),
+          (r"batch >= 2",), backward=_batch_mean_backward),
+    Cause("grad_bias a mean over batch x positions", ("grad_bias",),
+          lambda p: p.bias and p.batch * int(np.prod(_outputs(p))) >= 2,
+          frozenset({"batch"}),
+          (r"batch x output positions",), backward=_positions_mean_backward),
+    Cause("kernel flipped in the forward", ("forward",),
+          _flip_shows, frozenset({"kernel"}),
+          (r"kernel >= 2",), forward=_flipped_forward),
+    Cause("dilation refused", ("raised",),
+          lambda p: max(p.dilation) >= 2, frozenset({"dilation"}),
+          (r"dilation >= 2",), forward=_dilation_forward, backward=_dilation_backward),
+    Cause("no case for bias None", ("raised",),
+          lambda p: not p.bias, frozenset(),
+          (r"no bias", r"bias = (False|None)", r"bias=None"),
+          forward=_no_bias_forward, backward=_no_bias_backward),
+    Cause("groups mixed", ("forward",),
+          lambda p: p.groups >= 2 and (_reads_input(p) or p.bias), frozenset({"groups"}),
+          (r"groups >= 2",), forward=_groups_forward),
+    Cause("dilation ignored in grad_weight", ("grad_weight",),
+          lambda p: max(p.dilation) >= 2, frozenset({"dilation"}),
+          (r"dilation >= 2",), backward=_dilation_grad_weight),
+    Cause("backward of square outputs only", ("raised",),
+          lambda p: len(set(_outputs(p))) > 1, frozenset(),
+          (r"!=", r"not square"), backward=_square_backward, dims=(2, 3)),
+    Cause("partial block of channels", ("forward",),
+          lambda p: p.in_channels // p.groups > BLOCK and (p.in_channels // p.groups) % BLOCK,
+          frozenset({"channels"}),
+          (r"in channels per group",), forward=_block_tail_forward),
+    Cause("batch block of four", ("grad_input",),
+          lambda p: p.batch > 4, frozenset({"batch"}),
+          (r"batch >= 5",), backward=_batch_block_backward),
+)}
+
+
+# -- implementations ------------------------------------------------------------------
+
+@dataclass
+class ZooImplementation:
+    """A generated implementation's functions and its ground truth."""
+
+    name: str
+    dims: tuple[int, ...]
+    causes: list[Cause] = field(default_factory=list)
+
+    def module(self) -> SimpleNamespace:
+        functions: dict[str, Any] = {}
+        for n in self.dims:
+            fwd, bwd = getattr(einsum, f"conv{n}d"), getattr(einsum, f"conv{n}d_backward")
+            for cause in self.causes:
+                if n not in cause.dims:
+                    continue
+                if cause.forward is not None:
+                    fwd = _wrapped(cause.forward, fwd)
+                if cause.backward is not None:
+                    bwd = _wrapped(cause.backward, bwd)
+            functions[f"conv{n}d"], functions[f"conv{n}d_backward"] = fwd, bwd
+        return SimpleNamespace(**functions, CAPABILITIES=None,
+                               ZOO_CAUSES=[cause.name for cause in self.causes])
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        return tuple(f"conv{n}d" for n in self.dims)
+
+
+def _wrapped(mistake: Callable[..., Any], inner: Callable[..., Any]) -> Callable[..., Any]:
+    return lambda *args, **kw: mistake(inner, *args, **kw)
+
+
+#: causes that hide each other entirely (the same condition and results): never together
+_EXCLUSIVE = ({"stride remainder in grad_input", "uninitialised remainder rows"},
+              {"dilation refused", "dilation ignored in grad_weight"},
+              {"grad_bias a batch mean", "grad_bias a mean over batch x positions"},
+              {"float64 computed in float32", "no case for bias None"})
+
+
+def generate(seed: int, index: int) -> ZooImplementation:
+    """The zoo's implementation ``index`` of ``seed``: one to three causes, one or three
+    dimensions."""
+    rng = random.Random(f"zoo {seed} {index}")
+    dims = rng.choice([(2,), (2,), (1, 2, 3)])
+    names = sorted(CAUSES)
+    chosen: list[Cause] = []
+    for _ in range(rng.choice([1, 2, 2, 3])):
+        options = [n for n in names if n not in {c.name for c in chosen}
+                   and set(CAUSES[n].dims) & set(dims)
+                   and not any({n, c.name} <= group for group in _EXCLUSIVE for c in chosen)]
+        chosen.append(CAUSES[rng.choice(options)])
+    return ZooImplementation(f"zoo_{seed}_{index}", dims, chosen)
+
+
+def alone(impl: ZooImplementation, cause: Cause) -> ZooImplementation:
+    """``impl`` with only ``cause``: what shows a case is that cause's."""
+    k = impl.causes.index(cause)
+    return ZooImplementation(f"{impl.name}_cause{k}", impl.dims, [cause])
+
+
+_NAME = re.compile(r"zoo_(\d+)_(\d+)(?:_cause(\d+))?$")
+
+
+def __getattr__(name: str) -> SimpleNamespace:
+    """``zoo_<seed>_<index>``: that implementation's functions (a spec's attribute);
+    ``zoo_<seed>_<index>_cause<k>``: with its k-th cause alone."""
+    match = _NAME.match(name)
+    if match is None:
+        raise AttributeError(name)
+    impl = generate(int(match.group(1)), int(match.group(2)))
+    if match.group(3) is not None:
+        impl = alone(impl, impl.causes[int(match.group(3))])
+    return impl.module()
