@@ -256,12 +256,16 @@ def _outputs(p: ConvProblem) -> tuple[int, ...]:
     return tuple(p.output_size)
 
 
+#: a remainder needs a stride and an extent past a window: input 1 with padding 1 under
+#: stride 3 is as plain as input 2 under stride 2
+_REMAINDER_FREE = frozenset({"stride", "padding"})
+
 CAUSES: dict[str, Cause] = {cause.name: cause for cause in (
     Cause("stride remainder in grad_input", ("grad_input",),
-          lambda p: any(_remainders(p)), frozenset({"stride"}),
+          lambda p: any(_remainders(p)), _REMAINDER_FREE,
           (r"stride remainder >= 1", r"stride remainder"), backward=_remainder_backward),
     Cause("uninitialised remainder rows", ("grad_input",),
-          lambda p: any(_remainders(p)), frozenset({"stride"}),
+          lambda p: any(_remainders(p)), _REMAINDER_FREE,
           (r"stride remainder",), backward=_garbage_backward, garbage=True),
     Cause("padding off by one", ("forward", "grad_input"),
           lambda p: any(p.padding), frozenset({"padding"}),

@@ -378,7 +378,9 @@ def triage(state: TestState, target: Target, check: str, first: list[Found],
     """The bugs of one check: the first found, then follow-up searches; and why it stopped.
 
     Each finding is described and, a new cause, verified alone as it comes
-    (`describe_and_verify`), before the next search. Findings attributed to a
+    (`describe_and_verify`), before the next search. Once a follow-up search finds
+    nothing, the catalogue sweep runs outside the known bugs' regions, as after a
+    search that passed (`swept`). Findings attributed to a
     cause known run-wide are kept (listed under that cause's entry) but do not
     count towards ``max_bugs``; they enter the follow-ups' exclusions as a new
     cause would (`_excludes`), so that a further search spends its examples
@@ -389,7 +391,8 @@ def triage(state: TestState, target: Target, check: str, first: list[Found],
     bugs = [_bug_of(found, state, print_script, []) for found in first[:1]]
     known = [b for b in bugs if _excludes(b)]
     stop = f"stopped at --conv-max-bugs {max_bugs}"
-    for _ in range(max_bugs + 2):  # a duplicate costs a round, never an endless loop
+    beyond = False  # whether the catalogue sweep has run outside the known bugs' regions
+    for _ in range(max_bugs + 3):  # a duplicate costs a round, never an endless loop
         if sum(not b.sighting for b in bugs) >= max_bugs:
             break
         if state.budget.spent():
@@ -400,6 +403,11 @@ def triage(state: TestState, target: Target, check: str, first: list[Found],
             stop = (f"a further search, with the bugs above not counted, ended without a "
                     f"verdict ({ended}): other bugs may remain")
             break
+        if not found and not beyond and not state.budget.spent():
+            # the random draws rarely reach an archetype's neighbours, where a fast
+            # path's bug beside the ones found shows: the sweep, outside their regions
+            beyond = True
+            found = swept(state, target, check, known=known)
         if not found:
             stop = ("a further search, with the bugs above not counted, found nothing else"
                     if all(_excludes(b) for b in bugs) else "no further distinct bug found")
@@ -624,17 +632,18 @@ def conclude(state: TestState, target: Target, check: str, error: BaseException 
 
 
 def swept(state: TestState, target: Target, check: str,
-          begun: sweep.Sweep | None = None) -> list[Found]:
+          begun: sweep.Sweep | None = None, known: list[Bug] = ()) -> list[Found]:
     """After a search that passed: the catalogue sweep (conv_harness/searching/sweep.py), or
     the rest of the one ``begun`` while it only drew, and for its first failure a
     search focused on that archetype; what that found, else the visit's own case, not
-    shrunk. Empty where the sweep passed."""
-    missed = (begun or sweep.Sweep(state, target, check)).finish()
+    shrunk. Empty where the sweep passed. ``known``: bugs whose regions the sweep
+    leaves out and whose failures do not count (after a follow-up search that passed)."""
+    missed = (begun or sweep.Sweep(state, target, check, list(known))).finish()
     if not missed:
         return []
     visit, failure = missed[0]
     focus = sweep.focus(visit)
-    found = follow_up(state, target, check, [], focus=focus)[0] if focus else []
+    found = follow_up(state, target, check, list(known), focus=focus)[0] if focus else []
     return found or [sweep.unshrunk(target, check, visit, failure, state.run.calls.snapshot())]
 
 

@@ -24,6 +24,7 @@ from conv_harness.checks.registry import REGISTRY, examine
 from conv_harness.running.calling import CheckFailure
 from conv_harness.running.target import Target
 from conv_harness.searching.state import Found, TestState
+from conv_harness.triage.catalog import Bug
 from conv_harness.records import coverage
 from strategies import catalogue
 from strategies.archetypes import FEATURES
@@ -67,13 +68,15 @@ class Sweep:
     draw Hypothesis asks for, and each of those calls makes a visit too
     (conv_harness/searching/suite.py), before the deadline those draws would outlast."""
 
-    def __init__(self, state: TestState, target: Target, check: str) -> None:
+    def __init__(self, state: TestState, target: Target, check: str,
+                 known: list[Bug] | None = None) -> None:
         planned_visits = planned(state, target, check)
         #: how many visits it plans (before --conv-budget's sizes leave some out)
         self.visits = len(planned_visits)
         #: the visits whose failure no cause known run-wide covers, so far
         self.missed: list[Missed] = []
-        self._steps = _visiting(state, target, check, planned_visits, self.missed)
+        self._steps = _visiting(state, target, check, planned_visits, self.missed,
+                                known or [])
 
     def step(self) -> None:
         next(self._steps, None)
@@ -85,9 +88,12 @@ class Sweep:
 
 
 def _visiting(state: TestState, target: Target, check: str,
-              visits: tuple[catalogue.Visit, ...], missed: list[Missed]) -> Iterator[None]:
+              visits: tuple[catalogue.Visit, ...], missed: list[Missed],
+              known: list[Bug]) -> Iterator[None]:
     """Call ``check`` once on each of the ``visits`` of ``target``'s operation, one a
-    step; the visits whose failure no cause known run-wide covers go to ``missed``."""
+    step; the visits whose failure no cause known run-wide covers go to ``missed``.
+    A visit in a ``known`` bug's trigger region is not made, and a failure a known
+    bug covers does not count, as in a follow-up search (conv_harness/searching/suite.py)."""
     if not visits:
         return
     caps = suite.check_capabilities(target, check)
@@ -106,11 +112,14 @@ def _visiting(state: TestState, target: Target, check: str,
         case = REGISTRY[check].visit_case(visit.case())
         if case is None or caps.excludes(case):
             continue  # the check's own cases cannot hold this problem
+        if any(bug.conditions and bug.region_holds(case) for bug in known):
+            continue
         coverage.record_visit(features(case))
         state.budget.examples += 1
         failures = examine(check, target.impl, case, target.timeout)
         suite.implementation_events(target)
-        fresh = [f for f in failures if not suite.sighted(state, target, check, f, case)]
+        fresh = [f for f in failures if not any(bug.covers(f) for bug in known)]
+        fresh = [f for f in fresh if not suite.sighted(state, target, check, f, case)]
         if fresh:
             missed.append((visit, fresh[0]))
         yield
