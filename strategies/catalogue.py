@@ -16,7 +16,8 @@ every block an optimised kernel takes channels in: a path that mishandles the
 last, partial block of a group's channels fails only there).
 
 Every visit has small, fixed sizes (batch 2, two channels per group, four
-outputs per axis or the fewest the padding leaves), float32 where the
+outputs per axis or the fewest the padding leaves; one visit per operation has
+`BATCH_NEIGHBOUR` images), float32 where the
 implementation takes it, C-contiguous arrays; the data are seeded noise.
 """
 
@@ -44,6 +45,9 @@ NEIGHBOUR_FEATURES = archetypes.FEATURES + ("outputs", "channels")
 CHANNELS_NEIGHBOUR = 17
 #: outputs per axis of a visit (the fewest valid even count at or above it)
 OUTPUTS = 4
+#: the batch visit's images: one above a multiple of 4 and of 8, and short of 16, so that
+#: a path taking images in blocks of any of them has a partial block (`batch_visits`)
+BATCH_NEIGHBOUR = 9
 
 
 #: a tie visit's ``feature``: this and the tie's name ("tie N=K"); a crossing visit's:
@@ -184,6 +188,22 @@ def tie_visits(op: str, caps: Capabilities) -> tuple[Visit, ...]:
             if made:
                 out[made[0]] = Visit(arch, TIE + tie.name, made[0])
     return tuple(out.values())
+
+
+def batch_visits(op: str, caps: Capabilities) -> tuple[Visit, ...]:
+    """The first archetype of ``op`` with `BATCH_NEIGHBOUR` images (its batch neighbour):
+    optimised kernels take images in blocks, and a path that mishandles the last,
+    partial block fails only with more images than a block; random draws have more
+    than four images in few problems. One visit per operation: a batch block does
+    not depend on the geometry, and a visit of nine images costs four of two."""
+    for arch in archetypes.for_op(op):
+        base = _problem(arch, None, caps)
+        if base is None:
+            continue
+        q = dataclasses.replace(base, batch=BATCH_NEIGHBOUR)
+        if not caps.excludes(ConvCase.bare(q)):
+            return (Visit(arch, "batch", q),)
+    return ()
 
 
 def crossed(p: ConvProblem) -> ConvProblem | None:

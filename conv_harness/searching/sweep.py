@@ -56,7 +56,8 @@ def planned(state: TestState, target: Target, check: str) -> tuple[catalogue.Vis
     if REGISTRY[check].cases is None:
         return (paths + catalogue.visits(target.op, caps)
                 + catalogue.tie_visits(target.op, caps)
-                + catalogue.crossing_visits(target.op, caps))
+                + catalogue.crossing_visits(target.op, caps)
+                + catalogue.batch_visits(target.op, caps))
     # a check of its own cases: the declared paths, and each archetype itself
     return paths + tuple(v for v in catalogue.visits(target.op, caps) if v.feature is None)
 
