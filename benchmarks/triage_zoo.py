@@ -86,18 +86,19 @@ def problem_of(entry: dict[str, Any]) -> ConvProblem:
     return ConvProblem.from_params(entry["op"], entry["params"])
 
 
-def belongs(entry: dict[str, Any], cause: Cause, impl: ZooImplementation, folder: Path) -> bool:
-    """Whether ``entry`` is ``cause`` showing: the entry's case, run by the check that
-    replays it, fails on ``impl`` with that cause alone (a garbage cause: in one of three
-    calls, as its results change from call to call)."""
+def owners(entry: dict[str, Any], singles: dict[str, Any], impl: ZooImplementation,
+           folder: Path) -> list[str]:
+    """The causes ``entry`` is: those whose implementation alone (``singles``, by cause
+    name) fails the entry's case, run by the check that replays it (a garbage cause: in
+    one of three calls, as its results change from call to call)."""
     try:
         record = json.loads((folder / entry["case_file"]).read_text())
         case = case_from_record(record)
     except (OSError, ValueError, KeyError, TypeError, CaseFileError):
-        return False
-    single = load_implementation(f"{ZOO}:{alone(impl, cause).name}")
-    tries = 3 if cause.garbage else 1
-    return any(examine(record["run_check"], single, case) for _ in range(tries))
+        return []
+    return [cause.name for cause in impl.causes
+            if any(examine(record["run_check"], singles[cause.name], case)
+                   for _ in range(3 if cause.garbage else 1))]
 
 
 def score(impl: ZooImplementation, seed: int, folder: Path) -> Score:
@@ -106,9 +107,11 @@ def score(impl: ZooImplementation, seed: int, folder: Path) -> Score:
                         seed=seed, profile_name="zoo")
     entries = result.bugs() if not result.errors else []
     out = Score(impl, seed, entries, seconds=time.perf_counter() - started)
+    singles = {cause.name: load_implementation(f"{ZOO}:{alone(impl, cause).name}")
+               for cause in impl.causes}
+    owned = [owners(entry, singles, impl, folder) for entry in entries]
     for cause in impl.causes:
-        out.owners[cause.name] = [i for i, e in enumerate(entries)
-                                  if belongs(e, cause, impl, folder)]
+        out.owners[cause.name] = [i for i, names in enumerate(owned) if cause.name in names]
     out.stray = [i for i in range(len(entries))
                  if not any(i in owned for owned in out.owners.values())]
     for _, text in result.errors:

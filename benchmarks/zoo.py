@@ -113,28 +113,36 @@ class Cause:
 
 # -- the library of mistakes -------------------------------------------------------------
 
+def _remainder_row(gx: np.ndarray, x, weight, stride, padding, dilation
+                   ) -> tuple[np.ndarray, tuple] | None:
+    """A copy of ``gx`` and the index of its last row on the first axis with a stride
+    remainder; None where no axis has one."""
+    axes = _axes_with_remainder(stride, padding, dilation, x.shape[2:], weight.shape[2:])
+    if not axes:
+        return None
+    index = [slice(None)] * gx.ndim
+    index[2 + axes[0]] = -1
+    return np.array(gx, copy=True), tuple(index)
+
+
 def _remainder_backward(bwd, go, x, weight, bias, *, stride, padding, dilation, groups):
     gx, gw, gb = bwd(go, x, weight, bias, stride=stride, padding=padding, dilation=dilation,
                      groups=groups)
-    axes = _axes_with_remainder(stride, padding, dilation, x.shape[2:], weight.shape[2:])
-    if axes:  # the positions past the last window get the last window's gradient again
-        gx = np.array(gx, copy=True)
-        index = [slice(None)] * gx.ndim
-        index[2 + axes[0]] = -1
-        gx[tuple(index)] += 1
+    row = _remainder_row(gx, x, weight, stride, padding, dilation)
+    if row is not None:  # the positions past the last window get the last window's again
+        gx, index = row
+        gx[index] += 1
     return gx, gw, gb
 
 
 def _garbage_backward(bwd, go, x, weight, bias, *, stride, padding, dilation, groups):
     gx, gw, gb = bwd(go, x, weight, bias, stride=stride, padding=padding, dilation=dilation,
                      groups=groups)
-    axes = _axes_with_remainder(stride, padding, dilation, x.shape[2:], weight.shape[2:])
-    if axes:  # np.empty for the remainder rows: whatever the memory held
-        gx = np.array(gx, copy=True)
-        index = [slice(None)] * gx.ndim
-        index[2 + axes[0]] = -1
-        garbage = np.random.default_rng().standard_normal(gx[tuple(index)].shape) * 1e3
-        gx[tuple(index)] = garbage.astype(gx.dtype)
+    row = _remainder_row(gx, x, weight, stride, padding, dilation)
+    if row is not None:  # np.empty for the remainder rows: whatever the memory held
+        gx, index = row
+        garbage = np.random.default_rng().standard_normal(gx[index].shape) * 1e3
+        gx[index] = garbage.astype(gx.dtype)
     return gx, gw, gb
 
 

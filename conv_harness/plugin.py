@@ -139,7 +139,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         raise pytest.UsageError(f"conv_check({check!r}): unknown check; known: {sorted(REGISTRY)}")
     if REGISTRY[check].oracle and not oracle.torch_available():
         metafunc.parametrize("target", [pytest.param(None, marks=pytest.mark.skip(
-            reason=f"oracle check {check!r} not run: PyTorch is not importable"))], ids=["no-torch"])
+            reason=oracle.not_run_reason(check)))], ids=["no-torch"])
         return
     found = targets(metafunc.config, check)
     if not found:  # pytest's own empty parameter set would run the test on NOTSET
@@ -169,7 +169,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         target = callspec.params.get("target") if callspec else None
         if marker is None or marker.args[0] not in REGISTRY or not isinstance(target, Target):
             return 0.0
-        return REGISTRY[marker.args[0]].cost * OPS[target.op].spatial_dims
+        return REGISTRY[marker.args[0]].cost_on(target.op)
 
     items.sort(key=cost, reverse=True)  # stable: equal costs keep their order
 

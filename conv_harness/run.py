@@ -115,7 +115,7 @@ def planned_tests(impls: Sequence[Implementation], checks: Iterable[str] | None,
     tests = [(impl.name, check, op) for impl in impls for op in OPS
              if op in wanted_ops and op in given_ops for check in REGISTRY
              if check in wanted_checks and REGISTRY[check].applies_to(impl, op)]
-    tests.sort(key=lambda t: REGISTRY[t[1]].cost * OPS[t[2]].spatial_dims, reverse=True)
+    tests.sort(key=lambda t: REGISTRY[t[1]].cost_on(t[2]), reverse=True)
     return tests
 
 
@@ -147,9 +147,14 @@ def run_checks(implementations: str | Implementation | Sequence[str | Implementa
     given = pinned.given_problems(problems) if problems else None
     listed = ([implementations] if isinstance(implementations, (str, Implementation))
               else list(implementations))
-    specs = [impl for impl in listed if isinstance(impl, str)]
-    loaded = iter(load_implementations(specs))
-    impls = [next(loaded) if isinstance(impl, str) else impl for impl in listed]
+    # a spec given twice is checked once (load_implementations loads each spec once)
+    specs = list(dict.fromkeys(impl for impl in listed if isinstance(impl, str)))
+    loaded = dict(zip(specs, load_implementations(specs)))
+    impls: list[Implementation] = []
+    for named in listed:
+        impl = loaded[named] if isinstance(named, str) else named
+        if all(impl is not other for other in impls):
+            impls.append(impl)
     by_name = {impl.name: impl for impl in impls}
     tests = planned_tests(impls, checks, ops, given)
     failures = Path(failures_dir).absolute()
@@ -183,7 +188,7 @@ def not_run_reason(check: str, checks: Iterable[str] | None) -> str:
     an oracle check without torch; an opt-in check that ``checks`` does not name."""
     registered = REGISTRY[check]
     if registered.oracle and not oracle.torch_available():
-        return f"oracle check {check!r} not run: PyTorch is not importable"
+        return oracle.not_run_reason(check)
     if registered.opt_in is not None and checks is None:
         return registered.opt_in[1]
     return ""

@@ -12,7 +12,7 @@ from typing import Callable
 
 from hypothesis.strategies import SearchStrategy
 
-from conv_harness.problem import ConvCase, ConvProblem
+from conv_harness.problem import OPS, ConvCase, ConvProblem
 from conv_harness.running.capabilities import Capabilities
 from conv_harness.running.loader import Implementation
 
@@ -70,6 +70,11 @@ class Check:
     def calls(self, op: str) -> tuple[str, ...]:
         """The functions the check may call: those it needs, else ``op`` and its backward."""
         return self.functions(op) or (op, f"{op}_backward")
+
+    def cost_on(self, op: str) -> float:
+        """The relative cost of this check's test of ``op``: the runs put the costliest
+        first, so that pytest-xdist does not end on a long one."""
+        return self.cost * OPS[op].spatial_dims
 
     def requirement(self) -> str:
         """What an implementation must provide for the check, in words."""

@@ -31,6 +31,11 @@ class OracleUnavailable(RuntimeError):
     """PyTorch is not installed: the oracle checks cannot run."""
 
 
+def not_run_reason(check: str) -> str:
+    """Why the oracle check ``check`` is skipped where torch cannot be imported."""
+    return f"oracle check {check!r} not run: PyTorch is not importable"
+
+
 @lru_cache(maxsize=1)
 def _torch() -> Any:
     try:

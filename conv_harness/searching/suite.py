@@ -35,7 +35,7 @@ from conv_harness.running.target import Target
 from conv_harness.searching.state import Budget, Found, SizeChoice, TestState
 from conv_harness.searching.state import current as current_state
 from conv_harness.triage import causes
-from conv_harness.triage.catalog import Bug
+from conv_harness.triage.catalog import Bug, in_known_region, not_known
 from strategies import archetypes, conv_cases
 from strategies.cases import noise_case
 from strategies.problems import DEFAULT_BOUNDS, Bounds, Focus
@@ -391,7 +391,7 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
         return
     with coverage.held() as drawn:  # counted once run: an excluded case is not
         case = data.draw(strategy, label="case")
-    if any(bug.conditions and bug.region_holds(case) for bug in known):
+    if in_known_region(case, known):
         state.excluded += 1
         reject()  # a follow-up search: that bug's trigger is excluded
     coverage.add(drawn)
@@ -401,7 +401,7 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
     for _ in range(state.tries):  # a failure that comes and goes: any call failing counts
         failures = examine(check, target.impl, case, target.timeout)
         report_events(target)
-        fresh = [f for f in failures if not any(bug.covers(f) for bug in known)]
+        fresh = not_known(failures, known)
         fresh = [f for f in fresh if not sighted(state, target, check, f, case)]
         if fresh:
             break

@@ -24,7 +24,7 @@ from conv_harness.checks.registry import REGISTRY, examine
 from conv_harness.running.calling import CheckFailure
 from conv_harness.running.target import Target
 from conv_harness.searching.state import Found, TestState
-from conv_harness.triage.catalog import Bug
+from conv_harness.triage.catalog import Bug, in_known_region, not_known
 from conv_harness.records import coverage
 from strategies import catalogue
 from strategies.archetypes import FEATURES
@@ -113,13 +113,13 @@ def _visiting(state: TestState, target: Target, check: str,
         case = REGISTRY[check].visit_case(visit.case())
         if case is None or caps.excludes(case):
             continue  # the check's own cases cannot hold this problem
-        if any(bug.conditions and bug.region_holds(case) for bug in known):
+        if in_known_region(case, known):
             continue
         coverage.record_visit(features(case))
         state.budget.examples += 1
         failures = examine(check, target.impl, case, target.timeout)
         suite.implementation_events(target)
-        fresh = [f for f in failures if not any(bug.covers(f) for bug in known)]
+        fresh = not_known(failures, known)
         fresh = [f for f in fresh if not suite.sighted(state, target, check, f, case)]
         if fresh:
             missed.append((visit, fresh[0]))

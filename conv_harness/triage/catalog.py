@@ -225,6 +225,17 @@ def stateful(bug: Bug) -> bool:
                                            or bug.evidence.get("fails_in"))
 
 
+def in_known_region(case, known: list[Bug]) -> bool:
+    """Whether ``case`` lies in an explained ``known`` bug's trigger region: a follow-up
+    search and sweep leave it out."""
+    return any(bug.conditions and bug.region_holds(case) for bug in known)
+
+
+def not_known(failures: list[CheckFailure], known: list[Bug]) -> list[CheckFailure]:
+    """The ``failures`` no ``known`` bug covers: what a follow-up search and sweep count."""
+    return [f for f in failures if not any(bug.covers(f) for bug in known)]
+
+
 def _same_conditions(a: list[Condition], b: list[Condition]) -> bool:
     def key(c: Condition) -> tuple:
         return (c.feature, c.op, c.value, c.every_axis)

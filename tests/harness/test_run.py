@@ -65,3 +65,10 @@ def test_bad_arguments_are_named():
         planned_tests([load_implementation("conv_impl.einsum")], ["forwards"], None)
     with pytest.raises(ValueError, match=r"unknown operations \['conv4d'\]"):
         planned_tests([load_implementation("conv_impl.einsum")], None, ["conv4d"])
+
+
+def test_a_spec_given_twice_is_checked_once(tmp_path):
+    result = run_checks(["conv_impl.einsum", "conv_impl.einsum"], ("forward",), ("conv1d",),
+                        failures_dir=tmp_path, budget=0.01, profile_name="harness-test")
+    assert [entry["impl"] for entry in result.summary["implementations"]] == [
+        "conv_impl.einsum"]
