@@ -13,7 +13,7 @@ import numpy as np
 from conv_harness.checks import oracle, threads
 from conv_harness.checks.check import Check, register
 from conv_harness.checks.compare import compare
-from conv_harness.checks.tolerance import tolerance
+from conv_harness.checks.tolerance import declared_arithmetic, tolerance
 from conv_harness.problem import ConvCase
 from conv_harness.running.calling import CheckFailure, Timeout, call_backward, call_forward
 from conv_harness.running.loader import Implementation
@@ -22,16 +22,18 @@ GRADIENTS: tuple[str, ...] = ("grad_input", "grad_weight", "grad_bias")
 
 
 def _against_oracle(check: str, name: str, actual: np.ndarray, case: ConvCase,
-                    function: str) -> None:
+                    impl: Implementation, function: str) -> None:
     expected, magnitude = oracle.evaluate(case, gradients=name != "y")
-    mismatch = compare(name, actual, expected[name], tolerance(case, name, magnitude))
+    arithmetic = declared_arithmetic(impl, (function,))
+    mismatch = compare(name, actual, expected[name],
+                       tolerance(case, name, magnitude, arithmetic))
     if mismatch is not None:
         raise CheckFailure(check, mismatch.report(), function=function, case=case)
 
 
 def check_forward(impl: Implementation, case: ConvCase, timeout: Timeout = None) -> None:
     y = call_forward(impl.function(case.problem.op), case, timeout)
-    _against_oracle("forward", "y", y, case, case.problem.op)
+    _against_oracle("forward", "y", y, case, impl, case.problem.op)
 
 
 def check_gradient(impl: Implementation, case: ConvCase, which: str,
@@ -41,7 +43,8 @@ def check_gradient(impl: Implementation, case: ConvCase, which: str,
         impl.function(case.problem.spec.backward_name), case, timeout)))
     if grads[which] is None:  # no bias: call_backward has checked grad_bias is None
         return
-    _against_oracle(which, which, grads[which], case, case.problem.spec.backward_name)
+    _against_oracle(which, which, grads[which], case, impl,
+                    case.problem.spec.backward_name)
 
 
 def check_repeatable(impl: Implementation, case: ConvCase, timeout: Timeout = None) -> None:
@@ -69,7 +72,8 @@ def check_repeatable(impl: Implementation, case: ConvCase, timeout: Timeout = No
                     function=name, case=case)
     if impl.capabilities.function(case.problem.op).arrays == "torch" and oracle.torch_available():
         for name, labels, call in calls:
-            threads.compare_thread_counts(name, labels, call, case)
+            threads.compare_thread_counts(name, labels, call, case,
+                                          declared_arithmetic(impl, (name,)))
 
 
 register(Check("forward", check_forward, ("forward",), oracle=True,

@@ -17,7 +17,7 @@ from typing import Callable
 from conv_harness.checks import oracle
 from conv_harness.checks.closed_form import closed_forms, magnitudes
 from conv_harness.checks.compare import compare
-from conv_harness.checks.tolerance import tolerance
+from conv_harness.checks.tolerance import declared_arithmetic, tolerance
 from conv_harness.problem import ConvCase
 from conv_harness.running.calling import (
     Call, CheckFailure, Timeout, call_backward, call_forward, observing)
@@ -39,27 +39,29 @@ def reference(case: ConvCase, gradients: bool = True):
     return closed_forms(case), magnitudes(case)
 
 
-def value_failures(call: Call) -> list[CheckFailure]:
-    """Each result of ``call`` that is off the reference by more than its bound."""
+def value_failures(impl: Implementation, call: Call) -> list[CheckFailure]:
+    """Each result of ``call`` that is off the reference by more than its bound (under
+    the arithmetic ``impl`` declares for the function called)."""
     if call.results is None:
         return []
     forward = len(call.results) == 1
     expected, magnitude = reference(call.case, gradients=not forward)
     names = FORWARD_RESULTS if forward else BACKWARD_RESULTS
+    arithmetic = declared_arithmetic(impl, (call.function,))
     out = []
     for name, actual in zip(names, call.results):
         if actual is None or expected[name] is None:
             continue
-        mismatch = compare(name, actual, expected[name], tolerance(call.case, name, magnitude))
+        mismatch = compare(name, actual, expected[name], tolerance(call.case, name, magnitude, arithmetic))
         if mismatch is not None:
             out.append(CheckFailure(VALUE_KIND[name], mismatch.report(), function=call.function,
                                     case=call.case))
     return out
 
 
-def attribute(calls: list[Call]) -> list[CheckFailure]:
-    """The wrong results among ``calls``, in the order the calls were made."""
-    return [failure for call in calls for failure in value_failures(call)]
+def attribute(impl: Implementation, calls: list[Call]) -> list[CheckFailure]:
+    """The wrong results among ``impl``'s ``calls``, in the order the calls were made."""
+    return [failure for call in calls for failure in value_failures(impl, call)]
 
 
 def diagnose(impl: Implementation, function: str, case: ConvCase,
@@ -71,4 +73,4 @@ def diagnose(impl: Implementation, function: str, case: ConvCase,
             caller(impl.function(function), case, timeout)
         except CheckFailure as failure:
             return [failure.on(function, case), *seen.deferred]
-    return attribute(seen.calls) + seen.deferred
+    return attribute(impl, seen.calls) + seen.deferred

@@ -91,7 +91,9 @@ from conv_harness.checks.closed_form import closed_forms, magnitudes
 from conv_harness.checks.compare import compare
 from conv_harness.checks.tolerance import (
     FLOAT64_UNIT_ROUNDOFF,
+    Arithmetic,
     Tolerance,
+    declared_arithmetic,
     gamma,
     tolerance,
 )
@@ -108,10 +110,18 @@ ETA64 = float(np.finfo(np.float64).smallest_subnormal)
 GRADS = ("grad_input", "grad_weight", "grad_bias")
 
 
-def _bounds(case: ConvCase, forward_only: bool = False) -> dict[str, np.ndarray | None]:
+def _arithmetic(impl: Implementation, case: ConvCase, name: str) -> Arithmetic:
+    """What ``impl`` declares for the function that returns result ``name``."""
+    p = case.problem
+    return declared_arithmetic(impl, (p.op if name == "y" else p.spec.backward_name,))
+
+
+def _bounds(impl: Implementation, case: ConvCase,
+            forward_only: bool = False) -> dict[str, np.ndarray | None]:
     """The elementwise error bound of each result the implementation returns."""
     mag = magnitudes(case, forward_only)
-    return {name: None if mag[name] is None else tolerance(case, name, mag).bound
+    return {name: None if mag[name] is None else
+            tolerance(case, name, mag, _arithmetic(impl, case, name)).bound
             for name in ("y", *GRADS)}
 
 
@@ -199,7 +209,7 @@ def check_adjoint(impl: Implementation, case: ConvCase, timeout: Timeout = None)
     name = "adjoint"
     y = _forward(impl, case, timeout)
     gi, gw, gb = _backward(impl, case, timeout)
-    bound = _bounds(case)
+    bound = _bounds(impl, case)
     g = _f64(case.grad_output)
     loss, loss_err = _loss(case, y, bound["y"])
     bias = _bias_term(case.bias, g)
@@ -254,7 +264,7 @@ def check_linearity(impl: Implementation, case: ConvCase, timeout: Timeout = Non
     def cached(kind: str, c: ConvCase):
         key = (id(c), kind)
         if key not in memo:
-            memo[key] = {"bounds": lambda: _bounds(c, forward_only=not has_bwd),
+            memo[key] = {"bounds": lambda: _bounds(impl, c, forward_only=not has_bwd),
                          "y": lambda: _f64(_forward(impl, c, timeout)),
                          "grads": lambda: _backward(impl, c, timeout)}[kind]()
         return memo[key]
@@ -336,7 +346,7 @@ def _fd_slopes(impl, case: ConvCase, big: ConvCase, pairs: int, timeout,
     """
     y = _f64(_forward(impl, big, timeout))
     g = _f64(big.grad_output)
-    y_bound = _bounds(big, forward_only=True)["y"]
+    y_bound = _bounds(impl, big, forward_only=True)["y"]
     losses = reduce(y * g)
     errors = reduce(y_bound * np.abs(g)) + gamma(y[0].size * y.shape[0], U64) * reduce(np.abs(y * g))
     losses, errors = losses.reshape(pairs, 2), errors.reshape(pairs, 2)
@@ -440,7 +450,7 @@ def check_finite_difference(impl: Implementation, case: ConvCase,
     """
     name = "finite_difference"
     gi, gw, gb = _backward(impl, case, timeout)
-    bound = _bounds(case)
+    bound = _bounds(impl, case)
     why = ("L is affine in each argument, so central differences with step 1 have no "
            "truncation error; bound = the two losses' rounding bounds / 2 + the gradient "
            "element's gamma(K)*sum|terms|")
@@ -487,8 +497,8 @@ def check_batch_consistency(impl: Implementation, case: ConvCase,
         return
     has_fwd, has_bwd = impl.has(p.op), impl.has(p.spec.backward_name)
     images = [_image(case, i) for i in range(p.batch)]
-    bound = _bounds(case, forward_only=not has_bwd)
-    single = [_bounds(c, forward_only=not has_bwd) for c in images]
+    bound = _bounds(impl, case, forward_only=not has_bwd)
+    single = [_bounds(impl, c, forward_only=not has_bwd) for c in images]
     why = ("the batched result's rounding bound gamma(K)*sum|terms| plus the single "
            "image's (and float64 summation over images)")
     if has_fwd:
@@ -553,7 +563,7 @@ def _check_closed_form(check: str, impl: Implementation, case: ConvCase,
     for name, actual in got.items():
         if actual is None:
             continue
-        tol = tolerance(case, name, mag)
+        tol = tolerance(case, name, mag, _arithmetic(impl, case, name))
         mismatch = compare(name, actual, expected[name], tol)
         if mismatch is not None:
             _fail(check, f"{name} differs from the closed form: {what}\n{mismatch.report()}")

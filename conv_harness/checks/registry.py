@@ -15,8 +15,6 @@ from conv_harness.checks import against_torch, properties  # noqa: F401
 from conv_harness.checks import threads
 from conv_harness.checks.check import REGISTRY
 from conv_harness.checks.diagnosis import attribute
-from conv_harness.checks.tolerance import (declared_algorithm, declared_bfloat16_accumulation,
-                                      declared_float32_precision)
 from conv_harness.problem import ConvCase
 from conv_harness.running.calling import CheckFailure, Timeout, observing
 from conv_harness.running.loader import Implementation
@@ -39,17 +37,14 @@ def examine(name: str, impl: Implementation, case: ConvCase,
         check = REGISTRY[name]
     except KeyError:
         raise ValueError(f"unknown check {name!r}; expected one of {sorted(REGISTRY)}") from None
-    declared = impl.capabilities_for(check.calls(case.problem.op))
-    with observing() as seen, declared_algorithm(declared.algorithm), \
-            declared_float32_precision(declared.float32_precision), \
-            declared_bfloat16_accumulation(declared.bfloat16_accumulation):
+    with observing() as seen:
         try:
             check.run(impl, case, timeout)
             failures: list[CheckFailure] = []
         except CheckFailure as failure:
             failures = [failure]
             if check.attribute and failure.check == name:
-                failures = attribute(seen.calls) or failures
+                failures = attribute(impl, seen.calls) or failures
     failures += [f for f in seen.deferred
                  if not any(f.check == g.check and f.function == g.function for g in failures)]
     for failure in failures:

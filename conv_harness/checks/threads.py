@@ -22,7 +22,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from conv_harness.checks import oracle
-from conv_harness.checks.tolerance import tolerance
+from conv_harness.checks.tolerance import Arithmetic, tolerance
 from conv_harness.cores import several
 from conv_harness.problem import ConvCase
 from conv_harness.running.calling import CheckFailure
@@ -43,8 +43,8 @@ def torch_threads(count: int) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def compare_thread_counts(function: str, labels: Sequence[str],
-                          call: Callable[[], tuple], case: ConvCase) -> None:
+def compare_thread_counts(function: str, labels: Sequence[str], call: Callable[[], tuple],
+                          case: ConvCase, arithmetic: Arithmetic) -> None:
     """Call ``function`` (``call``) on one thread and on `several`; a `CheckFailure`
     when a result differs between them by more than twice its rounding bound."""
     many = several()
@@ -56,7 +56,7 @@ def compare_thread_counts(function: str, labels: Sequence[str],
     for label, a, b in zip(labels, alone, shared):
         if a is None:
             continue
-        bound = 2 * np.asarray(tolerance(case, label, magnitude).bound)
+        bound = 2 * np.asarray(tolerance(case, label, magnitude, arithmetic).bound)
         difference = np.abs(a.astype(np.float64) - b.astype(np.float64))
         beyond = ~(difference <= bound)  # a NaN on one side only is beyond too
         if not beyond.any():

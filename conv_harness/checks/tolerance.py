@@ -61,11 +61,9 @@ kind of tiny values (strategies/cases.py) whose results land there.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import math
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterable
 
 import numpy as np
 
@@ -73,6 +71,7 @@ from conv_harness.checks import algorithms
 from conv_harness.checks.oracle import Reference
 from conv_harness.problem import ConvCase, finfo
 from conv_harness.records import coverage
+from conv_harness.running.loader import Implementation
 
 FLOAT64_UNIT_ROUNDOFF = float(np.finfo(np.float64).eps) / 2
 #: TF32 keeps 10 explicit mantissa bits: rounding to nearest, a relative error of 2**-11.
@@ -195,39 +194,24 @@ class Tolerance:
 
 FLUSH_NOTE = "flushes subnormals to zero"
 
-#: the algorithm the implementation under check declares (CAPABILITIES["algorithm"]),
-#: set around each check by conv_harness.checks.registry.examine
-_ALGORITHM: contextvars.ContextVar[str] = contextvars.ContextVar("algorithm", default="direct")
-#: its declared CAPABILITIES["float32_precision"], likewise
-_FLOAT32_PRECISION: contextvars.ContextVar[str] = contextvars.ContextVar("float32_precision",
-                                                                         default="ieee")
-#: and its CAPABILITIES["bfloat16_accumulation"]
-_BFLOAT16_ACCUMULATION: contextvars.ContextVar[str] = contextvars.ContextVar(
-    "bfloat16_accumulation", default="float32")
+@dataclass(frozen=True)
+class Arithmetic:
+    """How an implementation declares it computes (its CAPABILITIES): what the
+    tolerance of its results allows beyond a direct sum in the problem's dtype."""
+
+    #: how it sums (one of conv_harness.running.capabilities.ALGORITHMS)
+    algorithm: str = "direct"
+    #: "tf32": its float32 products may take inputs rounded to TF32
+    float32_precision: str = "ieee"
+    #: the type its bfloat16 sums are kept in
+    bfloat16_accumulation: str = "float32"
 
 
-@contextlib.contextmanager
-def _declared(setting: contextvars.ContextVar[str], value: str) -> Iterator[None]:
-    token = setting.set(value)
-    try:
-        yield
-    finally:
-        setting.reset(token)
-
-
-def declared_bfloat16_accumulation(accumulation: str) -> contextlib.AbstractContextManager:
-    """Within this block, bfloat16 tolerances allow for sums in ``accumulation``."""
-    return _declared(_BFLOAT16_ACCUMULATION, accumulation)
-
-
-def declared_algorithm(algorithm: str) -> contextlib.AbstractContextManager:
-    """Within this block, tolerances allow for ``algorithm``'s rounding growth."""
-    return _declared(_ALGORITHM, algorithm)
-
-
-def declared_float32_precision(precision: str) -> contextlib.AbstractContextManager:
-    """Within this block, float32 tolerances allow for ``precision`` ("ieee", "tf32")."""
-    return _declared(_FLOAT32_PRECISION, precision)
+def declared_arithmetic(impl: Implementation, functions: Iterable[str]) -> Arithmetic:
+    """The arithmetic ``impl`` declares for ``functions`` together (the widest of them)."""
+    declared = impl.capabilities_for(functions)
+    return Arithmetic(declared.algorithm, declared.float32_precision,
+                      declared.bfloat16_accumulation)
 
 
 def tf32_allowance(dtype: str, operands: tuple[np.ndarray, np.ndarray | None],
@@ -285,8 +269,10 @@ def note_flushes(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> No
         coverage.note(FLUSH_NOTE)
 
 
-def tolerance(case: ConvCase, name: str, magnitude: Reference) -> Tolerance:
-    """The tolerance for result ``name`` (``y``, ``grad_input``, ...) of ``case``."""
+def tolerance(case: ConvCase, name: str, magnitude: Reference,
+              arithmetic: Arithmetic) -> Tolerance:
+    """The tolerance for result ``name`` (``y``, ``grad_input``, ...) of ``case``, computed
+    with ``arithmetic`` (`declared_arithmetic`; ``Arithmetic()`` for a direct sum)."""
     p = case.problem
     terms, operands = {
         "y": (p.forward_terms() + 1, (case.x, case.weight)),
@@ -295,17 +281,17 @@ def tolerance(case: ConvCase, name: str, magnitude: Reference) -> Tolerance:
         "grad_bias": (p.grad_bias_terms(), (case.grad_output, None)),
     }[name]
     u = unit_roundoff(p.dtype)
-    wide = p.dtype == "bfloat16" and _BFLOAT16_ACCUMULATION.get() == "float32"
+    wide = p.dtype == "bfloat16" and arithmetic.bfloat16_accumulation == "float32"
     # a transform's normwise error is in the type it computes in: bfloat16 data summed
     # in float32 are transformed in float32 (and each result rounded once, below)
     u_sum = unit_roundoff("float32") if wide else u
     floor = 0.0 if operands[1] is None else normwise_floor(*operands, u_sum)
-    floor += algorithm_floor(_ALGORITHM.get(), name, operands, p.spec.spatial_dims, terms,
+    floor += algorithm_floor(arithmetic.algorithm, name, operands, p.spec.spatial_dims, terms,
                              u_sum)
     size = magnitude[name]
     flush = flush_allowance(p.dtype, terms, operands, size,
                             case.bias if name == "y" else None)
-    tf32 = _FLOAT32_PRECISION.get() == "tf32" and p.dtype == "float32"
+    tf32 = arithmetic.float32_precision == "tf32" and p.dtype == "float32"
     rounded = tf32_allowance(p.dtype, operands, size) if tf32 else 0.0
     # the float32 sum of the rounded products, each at most (1 + u_tf32)**2 |x w|
     summed = gamma(terms, u)

@@ -56,9 +56,8 @@ from conv_harness.checks.compare import compare
 from conv_harness.checks.diagnosis import (BACKWARD_RESULTS, FORWARD_RESULTS, VALUE_KIND, diagnose,
                                       reference)
 from conv_harness.checks.registry import PRODUCED_BY, REGISTRY
-from conv_harness.checks.tolerance import (declared_bfloat16_accumulation,
-                                      flush_allowance, gamma,
-                                      tolerance, unit_roundoff)
+from conv_harness.checks.tolerance import (Arithmetic, flush_allowance, gamma, tolerance,
+                                           unit_roundoff)
 from conv_harness.problem import DTYPES, ConvCase, finfo
 from conv_harness.running.calling import CheckFailure, Timeout, call_backward, call_forward, observing
 from conv_harness.running.loader import Implementation
@@ -251,9 +250,11 @@ def undeclared_precision(impl: Implementation, function: str, case: ConvCase,
     return f"{key}: {value}" if fits(case, names, results) else None
 
 
-def _within(case: ConvCase, names: tuple[str, ...], results: tuple, elementwise: bool = False,
+def _within(case: ConvCase, names: tuple[str, ...], results: tuple,
+            arithmetic: Arithmetic = Arithmetic(), elementwise: bool = False,
             max_terms: int | None = None, known: tuple | None = None) -> bool:
-    """Whether every result is within ``case``'s bound of the reference on ``case``
+    """Whether every result is within ``case``'s bound of the reference on ``case``,
+    computed with ``arithmetic`` (a direct sum: each hypothesis names its own)
     (with ``elementwise``, that bound less its normwise floor; with ``max_terms``, only
     where each result sums at most that many terms, else False). ``known``: that
     reference, (results, sums of |terms|), where the caller has it for these arrays."""
@@ -261,7 +262,7 @@ def _within(case: ConvCase, names: tuple[str, ...], results: tuple, elementwise:
     for name, actual in zip(names, results):
         if actual is None or expected[name] is None:
             continue
-        tol = tolerance(case, name, magnitude)
+        tol = tolerance(case, name, magnitude, arithmetic)
         if max_terms is not None and tol.terms > max_terms:
             return False
         if elementwise:
@@ -300,8 +301,8 @@ def _within_bfloat16_sums(case: ConvCase, names: tuple[str, ...], results: tuple
     """Only where the sums are short enough for bfloat16's bound to say anything
     (`BFLOAT16_MAX_TERMS`, gamma(64) = 1/3, where the strategies stop drawing for a
     declared one): over 147 terms gamma is 1.35, and a doubled grad_bias fitted it."""
-    with declared_bfloat16_accumulation("bfloat16"):
-        return _within(case, names, results, elementwise=True, max_terms=BFLOAT16_MAX_TERMS)
+    return _within(case, names, results, Arithmetic(bfloat16_accumulation="bfloat16"),
+                   elementwise=True, max_terms=BFLOAT16_MAX_TERMS)
 
 
 def undeclared_trigger(undeclared: str) -> str:

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from conv_impl import _winograd
 from conv_impl import einsum
 from conv_harness.checks import algorithms
+from conv_harness.checks.diagnosis import diagnose
 from conv_harness.checks.registry import run_check
 from conv_harness.problem import DTYPES, OPS, ConvCase, ConvProblem
 from conv_harness.running.calling import CheckFailure
@@ -130,6 +131,15 @@ def test_the_winograd_term_is_needed_and_applies_only_where_declared():
     with pytest.raises(CheckFailure) as failure:
         run_check("forward", undeclared, case)
     assert failure.value.check == "forward"
+
+
+def test_a_diagnosis_outside_a_check_bounds_by_the_declared_algorithm_too():
+    """The triage and the shrinking diagnose single calls outside any check: the same
+    declaration applies there, or a declared Winograd's rounding would read as a bug."""
+    case = _pinned_f43_case()
+    assert diagnose(load_implementation("conv_impl.winograd"), "conv3d", case, None) == []
+    undeclared = load_implementation(f"{HERE / 'undeclared_algorithms.py'}:winograd_f43")
+    assert [f.check for f in diagnose(undeclared, "conv3d", case, None)] == ["forward"]
 
 
 def test_the_harness_bounds_the_matrices_conv_impl_uses():

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from conv_harness.checks import oracle
 from conv_harness.checks.registry import run_check
-from conv_harness.checks.tolerance import tolerance
+from conv_harness.checks.tolerance import Arithmetic, tolerance
 from conv_harness.problem import OPS, make_layout
 from conv_harness.replay import corpus_files
 from conv_harness.records.failures import case_record, load_case
@@ -87,7 +87,7 @@ def test_script_restates_values_layouts_and_tolerance_exactly(data, check):
             continue
         assert np.array_equal(expected[name], reference)
         assert np.array_equal(module.allowed(name, magnitude[name]),
-                              tolerance(case, name, magnitude).bound), name
+                              tolerance(case, name, magnitude, Arithmetic()).bound), name
     assert run_main(module) is None  # einsum is correct: the script passes
 
 

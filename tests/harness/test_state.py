@@ -278,9 +278,6 @@ CONTEXT_VARS = {
     ("conv_harness/searching/state.py", "_CURRENT"): "the test under way, for the hooks pytest calls",
     ("conv_harness/records/coverage.py", "_TALLY"): "the test's coverage tally",
     ("conv_harness/running/calling.py", "_OBSERVED"): "the calls a check made, for diagnosis",
-    ("conv_harness/checks/tolerance.py", "_ALGORITHM"): "the check's declared algorithm",
-    ("conv_harness/checks/tolerance.py", "_FLOAT32_PRECISION"): "its float32 precision",
-    ("conv_harness/checks/tolerance.py", "_BFLOAT16_ACCUMULATION"): "its bfloat16 sums",
 }
 
 _ENVIRON_WRITERS = {"update", "setdefault", "pop", "popitem", "clear", "__setitem__",

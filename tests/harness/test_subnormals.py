@@ -16,6 +16,7 @@ from conv_harness.checks import oracle
 from conv_harness.checks.registry import run_check
 from conv_harness.checks.tolerance import (
     FLUSH_NOTE,
+    Arithmetic,
     flushed,
     note_flushes,
     smallest_normal,
@@ -56,7 +57,7 @@ def test_a_flushed_subnormal_result_is_within_the_bound(dtype, value):
     """Issue 15's false alarms: XLA and oneDNN returned 0 for these 1x1 results."""
     case = one_by_one(dtype, value)
     expected, magnitude = oracle.evaluate(case)
-    tol = tolerance(case, "y", magnitude)
+    tol = tolerance(case, "y", magnitude, Arithmetic())
     assert expected.y.item() != 0 and tol.bound.item() >= abs(expected.y.item())
     run_check("forward", flushing("flushes_subnormals"), case)
 
@@ -85,7 +86,7 @@ def test_subnormal_operands_read_as_zero_are_allowed_but_no_more():
                     bias=None, grad_output=np.ones((1, 1, 1, 1), dtype=np.float32))
     expected, magnitude = oracle.evaluate(case)
     assert expected.y.item() > lam  # a normal result, from subnormal inputs
-    tol = tolerance(case, "y", magnitude)
+    tol = tolerance(case, "y", magnitude, Arithmetic())
     zero = np.zeros_like(expected.y)
     assert np.all(np.abs(zero - expected.y) <= tol.bound)
     assert flushed(zero, expected.y, tol)
@@ -93,14 +94,14 @@ def test_subnormal_operands_read_as_zero_are_allowed_but_no_more():
     normal = ConvCase(problem=problem, x=x * 4, weight=case.weight, bias=None,
                       grad_output=case.grad_output)
     expected, magnitude = oracle.evaluate(normal)
-    assert np.all(np.abs(expected.y) > tolerance(normal, "y", magnitude).bound)
+    assert np.all(np.abs(expected.y) > tolerance(normal, "y", magnitude, Arithmetic()).bound)
 
 
 def test_the_bound_is_unchanged_away_from_the_bottom_of_the_range():
     """At ordinary values the flush allowance is 2K smallest normals: nothing."""
     case = one_by_one("float32", 1 / 3, 3.0)
     expected, magnitude = oracle.evaluate(case)
-    tol = tolerance(case, "y", magnitude)
+    tol = tolerance(case, "y", magnitude, Arithmetic())
     assert tol.flush == pytest.approx(2 * 2 * smallest_normal("float32"), rel=1e-6)
     assert tol.bound.item() < 1e-6
 
@@ -123,7 +124,7 @@ def test_the_scripts_bound_is_the_harness_bound():
     exec(compile(render_script(record, case), "script", "exec"), namespace)
     expected, magnitude = oracle.evaluate(case)
     for name in ("y", "grad_input", "grad_weight", "grad_bias"):
-        ours = tolerance(case, name, magnitude).bound
+        ours = tolerance(case, name, magnitude, Arithmetic()).bound
         theirs = namespace["allowed"](name, magnitude[name])
         np.testing.assert_allclose(theirs, ours, rtol=1e-12, atol=0)
 
@@ -160,7 +161,7 @@ def test_an_implementation_that_flushes_subnormals_passes(op):
         run_check(check, target, subnormal)
     expected, magnitude = oracle.evaluate(subnormal)
     y = target.function(op)(subnormal.x, subnormal.weight, None, **subnormal.problem.kwargs())
-    assert flushed(y, expected.y, tolerance(subnormal, "y", magnitude))
+    assert flushed(y, expected.y, tolerance(subnormal, "y", magnitude, Arithmetic()))
 
     @settings(max_examples=150, phases=[Phase.generate], **QUIET)
     @given(case=conv_cases(op))
@@ -190,7 +191,7 @@ def test_the_correct_implementation_is_never_noted_as_flushing():
     def never_flushed(case):
         expected, magnitude = oracle.evaluate(case)
         y = target.function("conv2d")(case.x, case.weight, case.bias, **case.problem.kwargs())
-        assert not flushed(y, expected.y, tolerance(case, "y", magnitude))
+        assert not flushed(y, expected.y, tolerance(case, "y", magnitude, Arithmetic()))
 
     never_flushed()
 
@@ -198,7 +199,7 @@ def test_the_correct_implementation_is_never_noted_as_flushing():
 def test_notes_travel_in_the_tally():
     case = one_by_one("float32", 3.9e-39)
     expected, magnitude = oracle.evaluate(case)
-    tol = tolerance(case, "y", magnitude)
+    tol = tolerance(case, "y", magnitude, Arithmetic())
     with coverage.tallying(coverage.Tally()) as tally:
         coverage.record(["dtype float32"])
         note_flushes(np.zeros_like(expected.y), expected.y, tol)
