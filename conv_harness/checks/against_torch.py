@@ -15,7 +15,8 @@ from conv_harness.checks.check import Check, register
 from conv_harness.checks.compare import compare
 from conv_harness.checks.tolerance import declared_arithmetic, tolerance
 from conv_harness.problem import ConvCase
-from conv_harness.running.calling import CheckFailure, Timeout, call_backward, call_forward
+from conv_harness.running.calling import (CheckFailure, Observed, Timeout, call_backward,
+                                          call_forward)
 from conv_harness.running.loader import Implementation
 
 GRADIENTS: tuple[str, ...] = ("grad_input", "grad_weight", "grad_bias")
@@ -31,23 +32,26 @@ def _against_oracle(check: str, name: str, actual: np.ndarray, case: ConvCase,
         raise CheckFailure(check, mismatch.report(), function=function, case=case)
 
 
-def check_forward(impl: Implementation, case: ConvCase, timeout: Timeout = None) -> None:
-    y = call_forward(impl.function(case.problem.op), case, timeout)
+def check_forward(impl: Implementation, case: ConvCase, timeout: Timeout = None,
+                  seen: Observed | None = None) -> None:
+    y = call_forward(impl.function(case.problem.op), case, timeout, seen)
     _against_oracle("forward", "y", y, case, impl, case.problem.op)
 
 
 def check_gradient(impl: Implementation, case: ConvCase, which: str,
-                   timeout: Timeout = None) -> None:
+                   timeout: Timeout = None,
+                   seen: Observed | None = None) -> None:
     """Check one gradient (``grad_input``, ``grad_weight`` or ``grad_bias``)."""
     grads = dict(zip(GRADIENTS, call_backward(
-        impl.function(case.problem.spec.backward_name), case, timeout)))
+        impl.function(case.problem.spec.backward_name), case, timeout, seen)))
     if grads[which] is None:  # no bias: call_backward has checked grad_bias is None
         return
     _against_oracle(which, which, grads[which], case, impl,
                     case.problem.spec.backward_name)
 
 
-def check_repeatable(impl: Implementation, case: ConvCase, timeout: Timeout = None) -> None:
+def check_repeatable(impl: Implementation, case: ConvCase, timeout: Timeout = None,
+                     seen: Observed | None = None) -> None:
     """The same inputs give bit-identical results on a second call; for an implementation
     on torch, also results within the rounding bound of each other on one thread and on
     several (`threads.compare_thread_counts`)."""
@@ -55,10 +59,10 @@ def check_repeatable(impl: Implementation, case: ConvCase, timeout: Timeout = No
     backward = case.problem.spec.backward_name
     calls: list[tuple[str, tuple[str, ...], Callable[[], tuple]]] = []
     if impl.has(op):
-        calls.append((op, ("y",), lambda: (call_forward(impl.function(op), case, timeout),)))
+        calls.append((op, ("y",), lambda: (call_forward(impl.function(op), case, timeout, seen),)))
     if impl.has(backward):
         calls.append((backward, GRADIENTS,
-                      lambda: call_backward(impl.function(backward), case, timeout)))
+                      lambda: call_backward(impl.function(backward), case, timeout, seen)))
     for name, labels, call in calls:
         first, second = call(), call()
         for label, a, b in zip(labels, first, second):
@@ -80,8 +84,8 @@ register(Check("forward", check_forward, ("forward",), oracle=True,
                test_module="test_conformance",
                description="the result against torch's"))
 for _which in GRADIENTS:
-    register(Check(_which, lambda impl, case, timeout, _w=_which: check_gradient(
-        impl, case, _w, timeout), ("backward",), oracle=True, test_module="test_conformance",
+    register(Check(_which, lambda impl, case, timeout, seen, _w=_which: check_gradient(
+        impl, case, _w, timeout, seen), ("backward",), oracle=True, test_module="test_conformance",
         description=f"{_which} against torch autograd's"))
 register(Check("repeatable", check_repeatable, (), oracle=False,
                test_module="test_conformance",

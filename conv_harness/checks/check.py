@@ -13,6 +13,7 @@ from typing import Callable
 from hypothesis.strategies import SearchStrategy
 
 from conv_harness.problem import OPS, ConvCase, ConvProblem
+from conv_harness.running.calling import Observed, Timeout
 from conv_harness.running.capabilities import Capabilities
 from conv_harness.running.loader import Implementation
 
@@ -31,7 +32,8 @@ class Check:
     """
 
     name: str
-    run: Callable[[Implementation, ConvCase, float | None], None]
+    #: (implementation, case, timeout, what the calls leave: conv_harness.running.calling.Observed)
+    run: Callable[[Implementation, ConvCase, Timeout, Observed | None], None]
     needs: tuple[str, ...]
     oracle: bool
     cases: Callable[[str, Capabilities, tuple[ConvProblem, ...] | None],

@@ -20,7 +20,7 @@ from conv_harness.checks.compare import compare
 from conv_harness.checks.tolerance import declared_arithmetic, tolerance
 from conv_harness.problem import ConvCase
 from conv_harness.running.calling import (
-    Call, CheckFailure, Timeout, call_backward, call_forward, observing)
+    Call, CheckFailure, Observed, Timeout, call_backward, call_forward)
 from conv_harness.running.loader import Implementation
 
 #: the results each kind of function returns, named as the checks name them
@@ -68,9 +68,9 @@ def diagnose(impl: Implementation, function: str, case: ConvCase,
              timeout: Timeout) -> list[CheckFailure]:
     """Everything wrong with one call of ``function`` on ``case``: contract and values."""
     caller: Callable = call_backward if function.endswith("_backward") else call_forward
-    with observing() as seen:
-        try:
-            caller(impl.function(function), case, timeout)
-        except CheckFailure as failure:
-            return [failure.on(function, case), *seen.deferred]
+    seen = Observed()
+    try:
+        caller(impl.function(function), case, timeout, seen)
+    except CheckFailure as failure:
+        return [failure.on(function, case), *seen.deferred]
     return attribute(impl, seen.calls) + seen.deferred

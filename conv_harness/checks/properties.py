@@ -98,7 +98,8 @@ from conv_harness.checks.tolerance import (
     tolerance,
 )
 from conv_harness.problem import OPS, ConvCase, ConvProblem
-from conv_harness.running.calling import CheckFailure, Timeout, call_backward, call_forward, invoke
+from conv_harness.running.calling import (CheckFailure, Observed, Timeout, call_backward,
+                                          call_forward, invoke)
 from conv_harness.running.loader import Implementation
 from strategies.cases import noise_case
 from strategies.invalid import invalid_cases
@@ -166,12 +167,13 @@ def _bias_term(b: np.ndarray | None, g: np.ndarray) -> np.ndarray | None:
     return np.broadcast_to(_f64(b).reshape((1, -1) + (1,) * (g.ndim - 2)), g.shape)
 
 
-def _forward(impl: Implementation, case: ConvCase, timeout: Timeout) -> np.ndarray:
-    return call_forward(impl.function(case.problem.op), case, timeout)
+def _forward(impl: Implementation, case: ConvCase, timeout: Timeout,
+             seen: Observed | None) -> np.ndarray:
+    return call_forward(impl.function(case.problem.op), case, timeout, seen)
 
 
-def _backward(impl: Implementation, case: ConvCase, timeout: Timeout):
-    return call_backward(impl.function(case.problem.spec.backward_name), case, timeout)
+def _backward(impl: Implementation, case: ConvCase, timeout: Timeout, seen: Observed | None):
+    return call_backward(impl.function(case.problem.spec.backward_name), case, timeout, seen)
 
 
 def _fail(check: str, text: str) -> None:
@@ -205,10 +207,11 @@ def _loss(case: ConvCase, y: np.ndarray, y_bound: np.ndarray) -> tuple[float, fl
     return value, rounding + _weighted(y_bound, g)
 
 
-def check_adjoint(impl: Implementation, case: ConvCase, timeout: Timeout = None) -> None:
+def check_adjoint(impl: Implementation, case: ConvCase, timeout: Timeout = None,
+                  seen: Observed | None = None) -> None:
     name = "adjoint"
-    y = _forward(impl, case, timeout)
-    gi, gw, gb = _backward(impl, case, timeout)
+    y = _forward(impl, case, timeout, seen)
+    gi, gw, gb = _backward(impl, case, timeout, seen)
     bound = _bounds(impl, case)
     g = _f64(case.grad_output)
     loss, loss_err = _loss(case, y, bound["y"])
@@ -243,7 +246,8 @@ def split(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return first, a - first  # a - first is a or 0 elementwise: exact
 
 
-def check_linearity(impl: Implementation, case: ConvCase, timeout: Timeout = None) -> None:
+def check_linearity(impl: Implementation, case: ConvCase, timeout: Timeout = None,
+                    seen: Observed | None = None) -> None:
     name = "linearity"
     p = case.problem
     has_fwd, has_bwd = impl.has(p.op), impl.has(p.spec.backward_name)
@@ -265,8 +269,8 @@ def check_linearity(impl: Implementation, case: ConvCase, timeout: Timeout = Non
         key = (id(c), kind)
         if key not in memo:
             memo[key] = {"bounds": lambda: _bounds(impl, c, forward_only=not has_bwd),
-                         "y": lambda: _f64(_forward(impl, c, timeout)),
-                         "grads": lambda: _backward(impl, c, timeout)}[kind]()
+                         "y": lambda: _f64(_forward(impl, c, timeout, seen)),
+                         "grads": lambda: _backward(impl, c, timeout, seen)}[kind]()
         return memo[key]
 
     # 1. The loss L = <conv(x, w, b), g> is affine in x, w and b: its gradient is
@@ -337,14 +341,14 @@ def _bumped(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return c + 1, c - 1
 
 
-def _fd_slopes(impl, case: ConvCase, big: ConvCase, pairs: int, timeout,
+def _fd_slopes(impl, case: ConvCase, big: ConvCase, pairs: int, timeout, seen,
                reduce: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """(L+ - L-)/2 for each of ``pairs`` perturbations laid out in ``big`` and its bound.
 
     ``reduce`` maps y*g (or a bound times |g|) of ``big`` to one value per
     evaluation, in perturbation order (+, -, +, -, ...).
     """
-    y = _f64(_forward(impl, big, timeout))
+    y = _f64(_forward(impl, big, timeout, seen))
     g = _f64(big.grad_output)
     y_bound = _bounds(impl, big, forward_only=True)["y"]
     losses = reduce(y * g)
@@ -354,7 +358,7 @@ def _fd_slopes(impl, case: ConvCase, big: ConvCase, pairs: int, timeout,
     return slope, (errors[:, 0] + errors[:, 1]) / 2 + U64 * np.abs(slope)
 
 
-def _fd_input(impl, case: ConvCase, timeout):
+def _fd_input(impl, case: ConvCase, timeout, seen):
     """Every element of x perturbed on its own: one batch row per evaluation."""
     p = case.problem
     x = case.x
@@ -369,7 +373,7 @@ def _fd_input(impl, case: ConvCase, timeout):
     big = _with(case, problem=dataclasses.replace(p, batch=big_x.shape[0]), x=big_x,
                 grad_output=big_g)
     axes = tuple(range(1, big_g.ndim))
-    slope, err = _fd_slopes(impl, case, big, x.size, timeout, lambda a: a.sum(axis=axes))
+    slope, err = _fd_slopes(impl, case, big, x.size, timeout, seen, lambda a: a.sum(axis=axes))
     return slope.reshape(x.shape), err.reshape(x.shape)
 
 
@@ -388,7 +392,7 @@ def _from_canonical(v: np.ndarray, p: ConvProblem) -> np.ndarray:
     return v.reshape((v.shape[0] * v.shape[1],) + v.shape[2:])
 
 
-def _fd_weight_bias(impl, case: ConvCase, timeout):
+def _fd_weight_bias(impl, case: ConvCase, timeout, seen):
     """Every element of w and b perturbed on its own: one output channel per evaluation."""
     p = case.problem
     groups = p.groups
@@ -425,7 +429,7 @@ def _fd_weight_bias(impl, case: ConvCase, timeout):
                 grad_output=np.ascontiguousarray(case.grad_output[:, chan]))
     axes = (0,) + tuple(range(2, case.grad_output.ndim))
     total = og * per * 2
-    slope, err = _fd_slopes(impl, case, big, groups * r // 2, timeout,
+    slope, err = _fd_slopes(impl, case, big, groups * r // 2, timeout, seen,
                             lambda a: a.sum(axis=axes))
     slope, err = slope.reshape(groups, r // 2), err.reshape(groups, r // 2)
     w_slope = _from_canonical(slope[:, :total // 2].reshape(wc.shape), p)
@@ -436,7 +440,8 @@ def _fd_weight_bias(impl, case: ConvCase, timeout):
 
 
 def check_finite_difference(impl: Implementation, case: ConvCase,
-                            timeout: Timeout = None) -> None:
+                            timeout: Timeout = None,
+                            seen: Observed | None = None) -> None:
     """Central differences of L = <conv(x, w, b), g> against the backward pass.
 
     L is affine in each of x, w, b with the others fixed, so a central (indeed
@@ -449,16 +454,16 @@ def check_finite_difference(impl: Implementation, case: ConvCase,
     plus float64 summation) + the gradient element's own bound.
     """
     name = "finite_difference"
-    gi, gw, gb = _backward(impl, case, timeout)
+    gi, gw, gb = _backward(impl, case, timeout, seen)
     bound = _bounds(impl, case)
     why = ("L is affine in each argument, so central differences with step 1 have no "
            "truncation error; bound = the two losses' rounding bounds / 2 + the gradient "
            "element's gamma(K)*sum|terms|")
-    slope, err = _fd_input(impl, case, timeout)
+    slope, err = _fd_input(impl, case, timeout, seen)
     _elementwise(name, "grad_input", gi, slope, err + bound["grad_input"], case,
                  case.problem.grad_input_terms(),
                  f"grad_input differs from central differences of <conv(x, w, b), g> in x ({why})")
-    w_slope, w_err, b_slope, b_err = _fd_weight_bias(impl, case, timeout)
+    w_slope, w_err, b_slope, b_err = _fd_weight_bias(impl, case, timeout, seen)
     _elementwise(name, "grad_weight", gw, w_slope, w_err + bound["grad_weight"], case,
                  case.problem.grad_weight_terms(),
                  f"grad_weight differs from central differences in w ({why})")
@@ -480,7 +485,8 @@ def _image(case: ConvCase, i: int) -> ConvCase:
 
 
 def check_batch_consistency(impl: Implementation, case: ConvCase,
-                            timeout: Timeout = None) -> None:
+                            timeout: Timeout = None,
+                            seen: Observed | None = None) -> None:
     """A batch's results are its images' results stacked (forward, grad_input) or
     summed (grad_weight, grad_bias).
 
@@ -502,14 +508,14 @@ def check_batch_consistency(impl: Implementation, case: ConvCase,
     why = ("the batched result's rounding bound gamma(K)*sum|terms| plus the single "
            "image's (and float64 summation over images)")
     if has_fwd:
-        y = _forward(impl, case, timeout)
-        parts = [_f64(_forward(impl, c, timeout)) for c in images]
+        y = _forward(impl, case, timeout, seen)
+        parts = [_f64(_forward(impl, c, timeout, seen)) for c in images]
         _elementwise(name, "y", y, np.concatenate(parts), bound["y"] + np.concatenate(
             [b["y"] for b in single]), case, p.forward_terms() + 1,
             f"{p.op} of the batch is not its images' results stacked ({why})")
     if has_bwd:
-        gi, gw, gb = _backward(impl, case, timeout)
-        parts = [_backward(impl, c, timeout) for c in images]
+        gi, gw, gb = _backward(impl, case, timeout, seen)
+        parts = [_backward(impl, c, timeout, seen) for c in images]
         _elementwise(name, "grad_input", gi, np.concatenate([_f64(r[0]) for r in parts]),
                      bound["grad_input"] + np.concatenate([b["grad_input"] for b in single]),
                      case, p.grad_input_terms(),
@@ -551,15 +557,15 @@ def batch_cases(op: str, caps,
 # ----------------------------------------------------------------------------
 
 def _check_closed_form(check: str, impl: Implementation, case: ConvCase,
-                       timeout: Timeout, what: str) -> None:
+                       timeout: Timeout, seen: Observed | None, what: str) -> None:
     p = case.problem
     expected = closed_forms(case)
     mag = magnitudes(case)
     got: dict[str, np.ndarray | None] = {}
     if impl.has(p.op):
-        got["y"] = _forward(impl, case, timeout)
+        got["y"] = _forward(impl, case, timeout, seen)
     if impl.has(p.spec.backward_name):
-        got.update(zip(GRADS, _backward(impl, case, timeout)))
+        got.update(zip(GRADS, _backward(impl, case, timeout, seen)))
     for name, actual in got.items():
         if actual is None:
             continue
@@ -569,16 +575,18 @@ def _check_closed_form(check: str, impl: Implementation, case: ConvCase,
             _fail(check, f"{name} differs from the closed form: {what}\n{mismatch.report()}")
 
 
-def check_pointwise(impl: Implementation, case: ConvCase, timeout: Timeout = None) -> None:
-    _check_closed_form("pointwise", impl, case, timeout,
+def check_pointwise(impl: Implementation, case: ConvCase, timeout: Timeout = None,
+                    seen: Observed | None = None) -> None:
+    _check_closed_form("pointwise", impl, case, timeout, seen,
                        "a 1x1 kernel is a channel matmul (np.einsum over each group's "
                        "channels) of the zero-padded input subsampled by the stride "
                        "(transposed: of the input, scattered to every stride-th output)")
 
 
 def check_delta_kernel(impl: Implementation, case: ConvCase,
-                       timeout: Timeout = None) -> None:
-    _check_closed_form("delta_kernel", impl, case, timeout,
+                       timeout: Timeout = None,
+                       seen: Observed | None = None) -> None:
+    _check_closed_form("delta_kernel", impl, case, timeout, seen,
                        "a kernel with one non-zero offset q mixes channels of the zero-padded "
                        "input shifted by q*dilation and subsampled by the stride (transposed: "
                        "scattered); grad_weight at offset q correlates g with that shifted input")
@@ -674,7 +682,8 @@ def _torch_raises(case: ConvCase) -> str | None:
     return None
 
 
-def check_invalid(impl: Implementation, case: ConvCase, timeout: Timeout = None) -> None:
+def check_invalid(impl: Implementation, case: ConvCase, timeout: Timeout = None,
+                  seen: Observed | None = None) -> None:
     """On an invalid problem the implementation raises exactly when torch does.
 
     Called through `conv_harness.running.calling.invoke` (fresh inputs, time limit), not

@@ -16,7 +16,7 @@ from conv_harness.checks import threads
 from conv_harness.checks.check import REGISTRY
 from conv_harness.checks.diagnosis import attribute
 from conv_harness.problem import ConvCase
-from conv_harness.running.calling import CheckFailure, Timeout, observing
+from conv_harness.running.calling import CheckFailure, Observed, Timeout
 from conv_harness.running.loader import Implementation
 
 #: kinds of failure that no check of their own name finds: the check that does
@@ -37,14 +37,14 @@ def examine(name: str, impl: Implementation, case: ConvCase,
         check = REGISTRY[name]
     except KeyError:
         raise ValueError(f"unknown check {name!r}; expected one of {sorted(REGISTRY)}") from None
-    with observing() as seen:
-        try:
-            check.run(impl, case, timeout)
-            failures: list[CheckFailure] = []
-        except CheckFailure as failure:
-            failures = [failure]
-            if check.attribute and failure.check == name:
-                failures = attribute(impl, seen.calls) or failures
+    seen = Observed()
+    try:
+        check.run(impl, case, timeout, seen)
+        failures: list[CheckFailure] = []
+    except CheckFailure as failure:
+        failures = [failure]
+        if check.attribute and failure.check == name:
+            failures = attribute(impl, seen.calls) or failures
     failures += [f for f in seen.deferred
                  if not any(f.check == g.check and f.function == g.function for g in failures)]
     for failure in failures:

@@ -23,7 +23,6 @@ import threading
 import time
 import traceback
 import warnings
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional, Union
 
@@ -81,43 +80,26 @@ class Observed:
     calls: list[Call] = field(default_factory=list)
 
 
-#: what the innermost `observing` block collects (None outside one)
-_OBSERVED: ContextVar[Observed | None] = ContextVar("observed", default=None)
-
-
-@contextlib.contextmanager
-def observing() -> Iterator[Observed]:
-    """Collect deferred failures and calls made inside the block."""
-    observed = Observed()
-    token = _OBSERVED.set(observed)
-    try:
-        yield observed
-    finally:
-        _OBSERVED.reset(token)
-
-
-def defer(failure: CheckFailure) -> None:
+def defer(failure: CheckFailure, seen: Observed | None) -> None:
     """Record a failure that must not hide the value comparison that follows.
 
     A result of the wrong dtype, or an input changed in place, is a bug of
     its own, but the result's values are still compared: a dtype bug and a
-    value bug are two bugs, and the first must not mask the second. Outside
-    `observing` (no one to report it later) the failure is raised at once.
+    value bug are two bugs, and the first must not mask the second. Without
+    ``seen`` (no one to report it later) the failure is raised at once.
     """
-    observed = _OBSERVED.get()
-    if observed is None:
+    if seen is None:
         raise failure
     if not any(f.check == failure.check and f.function == failure.function
-               for f in observed.deferred):
-        observed.deferred.append(failure)
+               for f in seen.deferred):
+        seen.deferred.append(failure)
 
 
-def _record_call(function: str, case: ConvCase) -> Call | None:
-    observed = _OBSERVED.get()
-    if observed is None:
+def _record_call(seen: Observed | None, function: str, case: ConvCase) -> Call | None:
+    if seen is None:
         return None
     call = Call(function, case)
-    observed.calls.append(call)
+    seen.calls.append(call)
     return call
 
 
@@ -352,7 +334,8 @@ def invoke(fn: Callable[..., Any], name: str, args: tuple, kwargs: dict,
         raise CheckFailure("raised", f"{name} raised {describe_exception(exc)}") from None
 
 
-def _check_inputs_unchanged(case: ConvCase, given: dict[str, np.ndarray | None], name: str) -> None:
+def _check_inputs_unchanged(case: ConvCase, given: dict[str, np.ndarray | None], name: str,
+                            seen: Observed | None) -> None:
     for arg, original in case.arrays().items():
         passed = given[arg]
         if original is None:
@@ -363,15 +346,17 @@ def _check_inputs_unchanged(case: ConvCase, given: dict[str, np.ndarray | None],
             defer(CheckFailure(
                 "input_changed",
                 f"{name} changed its input {arg!r} in place ({changed} of {original.size} "
-                "elements); the harness treats inputs as read-only", function=name, case=case))
+                "elements); the harness treats inputs as read-only", function=name, case=case),
+                  seen)
 
 
 def as_result(value: Any, what: str, dtype: str, shape: tuple[int, ...], *,
-              function: str | None = None, case: ConvCase | None = None) -> np.ndarray:
+              function: str | None = None, case: ConvCase | None = None,
+              seen: Observed | None = None) -> np.ndarray:
     """``value`` as an array of ``shape``, or a `CheckFailure`.
 
-    A wrong dtype is deferred (`defer`): the array is returned as it is, so
-    its values are still compared.
+    A wrong dtype is deferred (`defer`, into ``seen``): the array is returned as it
+    is, so its values are still compared.
     """
     if value is None:
         raise CheckFailure("result_type", f"{what} is None; expected a {dtype} array of "
@@ -396,7 +381,7 @@ def as_result(value: Any, what: str, dtype: str, shape: tuple[int, ...], *,
                    if isinstance(value, (list, tuple, float)) else "")
         defer(CheckFailure("dtype", f"{what_is} has dtype {array.dtype}{because}; inputs are "
                                     f"{dtype}, so the result must be {dtype}",
-                           function=function, case=case))
+                           function=function, case=case), seen)
     finite = np.isfinite(array)
     if not finite.all():
         bad = int(finite.size - np.count_nonzero(finite))
@@ -407,18 +392,22 @@ def as_result(value: Any, what: str, dtype: str, shape: tuple[int, ...], *,
     return array
 
 
-def call_forward(fn: Callable[..., Any], case: ConvCase, timeout: Timeout) -> np.ndarray:
+def call_forward(fn: Callable[..., Any], case: ConvCase, timeout: Timeout,
+                 seen: Observed | None = None) -> np.ndarray:
+    """The forward's result on ``case``, or a `CheckFailure`. With ``seen`` (a check's),
+    the call is recorded there, and a failure that must not hide the values is deferred
+    to it (`defer`); without, that failure is raised."""
     p = case.problem
     name = p.op
-    call = _record_call(name, case)
+    call = _record_call(seen, name, case)
     try:
         given = case.fresh_inputs()
         with _observed(case, name):
             result = invoke(fn, name, (given["x"], given["weight"], given["bias"]), p.kwargs(),
                             timeout)
-        _check_inputs_unchanged(case, given, name)
+        _check_inputs_unchanged(case, given, name, seen)
         y = as_result(result, f"{name}'s result", p.dtype, p.output_shape, function=name,
-                      case=case)
+                      case=case, seen=seen)
     except CheckFailure as failure:
         raise failure.on(name, case)
     if call is not None:
@@ -426,12 +415,14 @@ def call_forward(fn: Callable[..., Any], case: ConvCase, timeout: Timeout) -> np
     return y
 
 
-def call_backward(fn: Callable[..., Any], case: ConvCase,
-                  timeout: Timeout) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def call_backward(fn: Callable[..., Any], case: ConvCase, timeout: Timeout,
+                  seen: Observed | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The backward's three results on ``case`` (`call_forward` says what ``seen`` is for)."""
     name = case.problem.spec.backward_name
-    call = _record_call(name, case)
+    call = _record_call(seen, name, case)
     try:
-        grads = _backward_results(fn, case, name, timeout)
+        grads = _backward_results(fn, case, name, timeout, seen)
     except CheckFailure as failure:
         raise failure.on(name, case)
     if call is not None:
@@ -439,14 +430,15 @@ def call_backward(fn: Callable[..., Any], case: ConvCase,
     return grads
 
 
-def _backward_results(fn: Callable[..., Any], case: ConvCase, name: str,
-                      timeout: Timeout) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def _backward_results(fn: Callable[..., Any], case: ConvCase, name: str, timeout: Timeout,
+                      seen: Observed | None
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     p = case.problem
     given = case.fresh_inputs()
     with _observed(case, name):
         result = invoke(fn, name, (given["grad_output"], given["x"], given["weight"],
                                    given["bias"]), p.kwargs(), timeout)
-    _check_inputs_unchanged(case, given, name)
+    _check_inputs_unchanged(case, given, name, seen)
     if not isinstance(result, (tuple, list)) or len(result) != 3:
         got = (f"a {type(result).__name__} of length {len(result)}"
                if isinstance(result, (tuple, list)) else f"a {type(result).__name__}")
@@ -454,7 +446,7 @@ def _backward_results(fn: Callable[..., Any], case: ConvCase, name: str,
                                           "(grad_input, grad_weight, grad_bias)")
     grad_input, grad_weight, grad_bias = result
     shapes = p.shapes()
-    out = dict(function=name, case=case)
+    out = dict(function=name, case=case, seen=seen)
     out_input = as_result(grad_input, f"{name}'s grad_input", p.dtype, shapes["x"], **out)
     out_weight = as_result(grad_weight, f"{name}'s grad_weight", p.dtype, shapes["weight"], **out)
     if p.bias:

@@ -59,7 +59,8 @@ from conv_harness.checks.registry import PRODUCED_BY, REGISTRY
 from conv_harness.checks.tolerance import (Arithmetic, flush_allowance, gamma, tolerance,
                                            unit_roundoff)
 from conv_harness.problem import DTYPES, ConvCase, finfo
-from conv_harness.running.calling import CheckFailure, Timeout, call_backward, call_forward, observing
+from conv_harness.running.calling import (CheckFailure, Observed, Timeout, call_backward,
+                                          call_forward)
 from conv_harness.running.loader import Implementation
 from conv_harness.triage.explain import Probe, failure_probe, values_for
 from strategies.problems import BFLOAT16_MAX_TERMS
@@ -133,8 +134,8 @@ def unrepeatable(impl: Implementation, function: str, case: ConvCase,
     call = call_backward if function.endswith("_backward") else call_forward
 
     def results(values: ConvCase) -> list[bytes]:
-        with observing():
-            out = call(impl.function(function), values, timeout)
+        # the values are what count here: a deferred failure (a wrong dtype) is let go
+        out = call(impl.function(function), values, timeout, Observed())
         return [b"" if a is None else np.asarray(a).tobytes()
                 for a in (out if isinstance(out, tuple) else (out,))]
     for values in (case, _noise(case)):
@@ -213,9 +214,8 @@ def _results(impl: Implementation, function: str, case: ConvCase, timeout: Timeo
     """(names, results) of one call of ``function`` on ``case``: those of that ``kind``
     of failure only, where given (``grad_weight``...)."""
     backward = function.endswith("_backward")
-    with observing():
-        results = (call_backward if backward else call_forward)(
-            impl.function(function), case, timeout)
+    results = (call_backward if backward else call_forward)(
+        impl.function(function), case, timeout, Observed())
     results = results if backward else (results,)
     names = BACKWARD_RESULTS if backward else FORWARD_RESULTS
     if kind is not None:
@@ -347,9 +347,8 @@ def consistent(impl: Implementation, case: ConvCase, timeout: Timeout) -> bool:
     """Whether the backward is the exact gradient of the implementation's own forward."""
     p = case.problem
     forward, backward = impl.function(p.op), impl.function(p.spec.backward_name)
-    with observing():
-        gx, gw, gb = call_backward(backward, case, timeout)
-        y0 = np.asarray(call_forward(forward, case, timeout), dtype=np.float64)
+    gx, gw, gb = call_backward(backward, case, timeout, Observed())
+    y0 = np.asarray(call_forward(forward, case, timeout, Observed()), dtype=np.float64)
     rng = np.random.default_rng(0)
     g = np.asarray(case.grad_output, dtype=np.float64)
     u = unit_roundoff(p.dtype)
@@ -361,8 +360,7 @@ def consistent(impl: Implementation, case: ConvCase, timeout: Timeout) -> bool:
         moved = (base + rng.uniform(-1, 1, base.shape)).astype(p.dtype)
         step = moved.astype(np.float64) - base.astype(np.float64)  # exactly what moved
         changed = dataclasses.replace(case, **{name: moved})
-        with observing():
-            y1 = np.asarray(call_forward(forward, changed, timeout), dtype=np.float64)
+        y1 = np.asarray(call_forward(forward, changed, timeout, Observed()), dtype=np.float64)
         size1 = reference(changed)[1]["y"]
         lhs = float(np.sum(g * (y1 - y0)))
         rhs = float(np.sum(np.asarray(grad, dtype=np.float64) * step))

@@ -277,7 +277,6 @@ def test_a_module_container_is_found(tmp_path):
 CONTEXT_VARS = {
     ("conv_harness/searching/state.py", "_CURRENT"): "the test under way, for the hooks pytest calls",
     ("conv_harness/records/coverage.py", "_TALLY"): "the test's coverage tally",
-    ("conv_harness/running/calling.py", "_OBSERVED"): "the calls a check made, for diagnosis",
 }
 
 _ENVIRON_WRITERS = {"update", "setdefault", "pop", "popitem", "clear", "__setitem__",
