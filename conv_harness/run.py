@@ -199,8 +199,7 @@ def _run_test(run: RunState, target: Target, check: str, summary: Summary,
     """One conformance test: its verdict, report and record in ``summary``."""
     tally = coverage.Tally()
     try:
-        with coverage.tallying(tally):
-            verdict = search_in_process(run, target, check, **options)
+        verdict = search_in_process(run, target, check, tally=tally, **options)
     except Exception:  # noqa: BLE001 - an error, not a verdict: reported as pytest would
         result.errors.append((f"test_{check}[{target}]", traceback.format_exc()))
         summary.add(record_of(target.impl.name, target.op, check, tally, [], True),

@@ -18,10 +18,9 @@ from conv_harness.checks.registry import REGISTRY
 from conv_harness.records import coverage
 from conv_harness.records.failures import CRASH_CASE
 from conv_harness.reporting.summary import Summary, record_of
-from conv_harness.search_hooks import BUGS
+from conv_harness.search_hooks import BUGS, STATE
 
 PROPERTY = "conv_harness"
-_TALLY = pytest.StashKey[coverage.Tally]()
 #: (implementation name, op, check) of a test that is not a conformance test but whose
 #: failure is that implementation's bug: a regression case replayed (conv_harness/replay.py)
 REPLAYED = pytest.StashKey[tuple[str, str, str]]()
@@ -36,21 +35,13 @@ class SummaryHooks:
 
     # -- on the worker --------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item):
-        tally = coverage.Tally()
-        try:
-            with coverage.tallying(tally):
-                return (yield)
-        finally:
-            item.stash[_TALLY] = tally
-
-    @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield
         marker = item.get_closest_marker("conv_check")
         callspec = getattr(item, "callspec", None)
         target = callspec.params.get("target") if callspec else None
-        tally = item.stash.get(_TALLY, None) or coverage.Tally()
+        state = item.stash.get(STATE, None)  # a conformance test's (search_hooks.py)
+        tally = state.tally if state is not None else coverage.Tally()
         bugs = item.stash.get(BUGS, [])
         if marker is not None and hasattr(target, "impl") and (
                 call.when == "call" or report.skipped):

@@ -20,7 +20,6 @@ from hypothesis.control import currently_in_test_context
 from conv_harness import ties
 from conv_harness.problem import (ARRAY_NAMES, CHANNEL_LAYOUTS, LAYOUTS_OF, ConvCase, ConvProblem,
                              finfo)
-from conv_harness.records import coverage
 from conv_harness.running.capabilities import Capabilities
 from strategies.archetypes import coverage_label
 from strategies.problems import DEFAULT_BOUNDS, Bounds, Focus, conv_problems
@@ -184,7 +183,8 @@ def layouts(contiguous_only: bool = False, arrays: str = "numpy",
 
 def draw_case(draw, problem: ConvProblem, contiguous_only: bool = False,
               arrays: str = "numpy") -> ConvCase:
-    """Values and layouts for ``problem``, reported to `event()` and the run's coverage;
+    """Values and layouts for ``problem``, reported to Hypothesis's `event()` (the run's
+    coverage tally counts the cases the search runs: conv_harness/searching/suite.py);
     ``arrays``: the array library the inputs are handed over in (its layouts)."""
     shapes = problem.shapes()
     values = {name: None if shapes[name] is None else draw_array(draw, problem.dtype, shapes[name])
@@ -192,10 +192,8 @@ def draw_case(draw, problem: ConvProblem, contiguous_only: bool = False,
     chosen = {name: draw(layouts(contiguous_only, arrays, a.ndim))
               for name, a in values.items() if a is not None}
     case = ConvCase(problem=problem, layouts=chosen, **values)
-    exercised = features(case)
-    coverage.record(exercised)
     if currently_in_test_context():
-        for feature in exercised:
+        for feature in features(case):
             event(feature)
     return case
 

@@ -23,11 +23,11 @@ GRADIENTS: tuple[str, ...] = ("grad_input", "grad_weight", "grad_bias")
 
 
 def _against_oracle(check: str, name: str, actual: np.ndarray, case: ConvCase,
-                    impl: Implementation, function: str) -> None:
+                    impl: Implementation, function: str, seen: Observed | None) -> None:
     expected, magnitude = oracle.evaluate(case, gradients=name != "y")
     arithmetic = declared_arithmetic(impl, (function,))
     mismatch = compare(name, actual, expected[name],
-                       tolerance(case, name, magnitude, arithmetic))
+                       tolerance(case, name, magnitude, arithmetic), seen)
     if mismatch is not None:
         raise CheckFailure(check, mismatch.report(), function=function, case=case)
 
@@ -35,7 +35,7 @@ def _against_oracle(check: str, name: str, actual: np.ndarray, case: ConvCase,
 def check_forward(impl: Implementation, case: ConvCase, timeout: Timeout = None,
                   seen: Observed | None = None) -> None:
     y = call_forward(impl.function(case.problem.op), case, timeout, seen)
-    _against_oracle("forward", "y", y, case, impl, case.problem.op)
+    _against_oracle("forward", "y", y, case, impl, case.problem.op, seen)
 
 
 def check_gradient(impl: Implementation, case: ConvCase, which: str,
@@ -47,7 +47,7 @@ def check_gradient(impl: Implementation, case: ConvCase, which: str,
     if grads[which] is None:  # no bias: call_backward has checked grad_bias is None
         return
     _against_oracle(which, which, grads[which], case, impl,
-                    case.problem.spec.backward_name)
+                    case.problem.spec.backward_name, seen)
 
 
 def check_repeatable(impl: Implementation, case: ConvCase, timeout: Timeout = None,

@@ -58,6 +58,9 @@ class Check:
     #: path) as one of its cases, or None where its cases cannot hold that problem (a
     #: pointwise check, a 3x3 kernel); without it, the sweep does not visit the check
     visit: Callable[[ConvCase], ConvCase | None] | None = None
+    #: whether its cases count in the run's coverage tally (an invalid problem's
+    #: features say nothing of what the implementation computes)
+    tallied: bool = True
 
     def visit_case(self, case: ConvCase) -> ConvCase | None:
         """``case``, a sweep visit's, as this check takes it (None: it cannot)."""

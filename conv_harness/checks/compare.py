@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from conv_harness.checks.tolerance import Tolerance, note_flushes
+from conv_harness.running.calling import Observed
 
 SMALL_ARRAY = 64  # results up to this many elements are printed whole
 
@@ -47,11 +48,12 @@ class Mismatch:
         return "\n".join(lines)
 
 
-def compare(name: str, actual: np.ndarray, expected: np.ndarray,
-            tol: Tolerance) -> Mismatch | None:
-    """None when ``actual`` is within ``tol`` of ``expected`` everywhere."""
+def compare(name: str, actual: np.ndarray, expected: np.ndarray, tol: Tolerance,
+            seen: Observed | None = None) -> Mismatch | None:
+    """None when ``actual`` is within ``tol`` of ``expected`` everywhere; a flush of
+    subnormals, which is no failure, is noted in ``seen`` (a check's), where given."""
     a = np.asarray(actual, dtype=np.float64)
-    note_flushes(a, expected, tol)  # flushing subnormals is not a failure, but said
+    note_flushes(a, expected, tol, seen)
     # Overflow to inf (a huge error, an error over a tiny bound) and inf - inf are
     # results here, handled below, not something to warn the user about.
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):

@@ -570,7 +570,7 @@ def _check_closed_form(check: str, impl: Implementation, case: ConvCase,
         if actual is None:
             continue
         tol = tolerance(case, name, mag, _arithmetic(impl, case, name))
-        mismatch = compare(name, actual, expected[name], tol)
+        mismatch = compare(name, actual, expected[name], tol, seen)
         if mismatch is not None:
             _fail(check, f"{name} differs from the closed form: {what}\n{mismatch.report()}")
 
@@ -764,5 +764,6 @@ def _invalid_cases(op: str, caps,
 
 
 register(Check("invalid", check_invalid, ("forward",), oracle=True, cases=_invalid_cases,
+               tallied=False,
                opt_in=("--conv-invalid", "invalid problems are opt-in: --conv-invalid"),
                description="(opt-in) raises on an invalid problem exactly when torch does"))

@@ -23,21 +23,23 @@ from conv_harness.running.loader import Implementation
 PRODUCED_BY: dict[str, str] = {threads.THREAD_COUNT: "repeatable"}
 
 
-def examine(name: str, impl: Implementation, case: ConvCase,
-            timeout: Timeout = None) -> list[CheckFailure]:
+def examine(name: str, impl: Implementation, case: ConvCase, timeout: Timeout = None,
+            seen: Observed | None = None) -> list[CheckFailure]:
     """Every failure the registered check ``name`` sees on ``case``, most telling first.
 
     The check's own failure comes first, or, for a property check, the wrong
     results it traces back to (`conv_harness.checks.diagnosis.attribute`), each on the
     problem of the call that returned it; then the deferred ones (a wrong
     dtype, an input changed in place), which never hide a value comparison.
-    Each failure names the call that failed (``function``, ``case``).
+    Each failure names the call that failed (``function``, ``case``). ``seen``: where
+    to keep what the check saw beside its failures (its calls' warnings, its notes),
+    for a caller that counts them.
     """
     try:
         check = REGISTRY[name]
     except KeyError:
         raise ValueError(f"unknown check {name!r}; expected one of {sorted(REGISTRY)}") from None
-    seen = Observed()
+    seen = seen if seen is not None else Observed()
     try:
         check.run(impl, case, timeout, seen)
         failures: list[CheckFailure] = []

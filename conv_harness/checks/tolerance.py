@@ -70,7 +70,7 @@ import numpy as np
 from conv_harness.checks import algorithms
 from conv_harness.checks.oracle import Reference
 from conv_harness.problem import ConvCase, finfo
-from conv_harness.records import coverage
+from conv_harness.running.calling import Observed
 from conv_harness.running.loader import Implementation
 
 FLOAT64_UNIT_ROUNDOFF = float(np.finfo(np.float64).eps) / 2
@@ -263,10 +263,12 @@ def flushed(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> bool:
     return bool(np.any(within & (result_flushed | needed_allowance)))
 
 
-def note_flushes(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> None:
-    """Tell the run's coverage that the implementation flushes, when it does."""
-    if flushed(actual, expected, tol):
-        coverage.note(FLUSH_NOTE)
+def note_flushes(actual: np.ndarray, expected: np.ndarray, tol: Tolerance,
+                 seen: Observed | None) -> None:
+    """Note in ``seen`` (the check's) that the implementation flushes, when it does: the
+    run's summary says so."""
+    if seen is not None and flushed(actual, expected, tol):
+        seen.notes[FLUSH_NOTE] += 1
 
 
 def tolerance(case: ConvCase, name: str, magnitude: Reference,

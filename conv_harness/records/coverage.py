@@ -1,9 +1,9 @@
 """What the cases drawn during one test exercised: examples, features and notes.
 
-The strategies report each case's features here (and to Hypothesis's
-`event()`); the summary plugin makes a `Tally` current for each test and ships it
-to the controller with the test's report, so the run summary can say what
-was generated, also under xdist.
+The search counts each case it runs here, with its features (the strategies
+report them to Hypothesis's `event()` as they draw them); each test's state holds
+its `Tally`, which the summary plugin ships to the controller with the test's
+report, so the run summary can say what was generated, also under xdist.
 
 Notes are what the run observed of the implementation that is worth saying
 but is not a failure ("flushes subnormals to zero"). They travel in the same
@@ -13,11 +13,9 @@ controller the same way; `split` separates them again.
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
-from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping
+from typing import Mapping
 
 NOTE_PREFIX = "note: "
 #: features that name a layer archetype reached (strategies/archetypes.py):
@@ -28,63 +26,54 @@ NEIGHBOUR_SEPARATOR = " | "
 @dataclass
 class Tally:
     """What one test's cases exercised: ``features`` (examples under ``"examples"``,
-    features, notes) and the ``largest`` sizes reached (`reach`)."""
+    features, notes) and the ``largest`` sizes reached (`reach`). The test's state
+    holds it (conv_harness/searching/state.py's ``TestState.tally``); the search counts
+    into it what it runs, and the summary reads it once the test is over."""
 
     features: Counter = field(default_factory=Counter)
     largest: dict[str, int] = field(default_factory=dict)
-    #: while set, draws are not counted (`paused`)
-    paused: bool = False
-    #: how many warnings the implementation raised (conv_harness/running/calling.py's
-    #: `silenced`), and the first one's text
+    #: how many warnings the implementation raised in the test's checks
+    #: (conv_harness/running/calling.py's `silenced`), and the first one's text
     warnings: int = 0
     first_warning: str | None = None
 
+    def record(self, features: list[str]) -> None:
+        """Count one example run, and the features of its case."""
+        self.features["examples"] += 1
+        self.features.update(features)
 
-#: the running test's tally (the summary plugin makes one current per test,
-#: `tallying`); None outside a test: nothing is counted
-_TALLY: ContextVar[Tally | None] = ContextVar("conv_harness_tally", default=None)
+    def record_visit(self, features: list[str]) -> None:
+        """Count one call of the catalogue sweep, and the features of its case."""
+        self.features[VISITS] += 1
+        self.features.update(features)
 
+    def note(self, text: str, times: int = 1) -> None:
+        """Note ``text`` about the implementation under test (counted per call)."""
+        self.features[NOTE_PREFIX + text] += times
 
-@contextlib.contextmanager
-def tallying(tally: Tally) -> Iterator[Tally]:
-    """Count what the block's draws and calls exercise into ``tally``."""
-    token = _TALLY.set(tally)
-    try:
-        yield tally
-    finally:
-        _TALLY.reset(token)
+    def count(self, labels: list[str]) -> None:
+        """Count ``labels`` as features of the current example (an implementation's own
+        events)."""
+        self.features.update(labels)
 
+    def reach(self, **sizes: int) -> None:
+        """Note sizes a case reached (batch, channels, positions, kernel, K): the largest
+        are kept."""
+        for name, value in sizes.items():
+            if value > self.largest.get(name, 0):
+                self.largest[name] = value
 
-def _counting() -> Tally | None:
-    tally = _TALLY.get()
-    return None if tally is None or tally.paused else tally
-
-
-def record(features: list[str]) -> None:
-    tally = _counting()
-    if tally is not None:
-        tally.features["examples"] += 1
-        tally.features.update(features)
+    def warned(self, count: int, first: str | None) -> None:
+        """Count ``count`` warnings of the implementation under test (``first``: the
+        first's text)."""
+        if count:
+            self.warnings += count
+            self.first_warning = self.first_warning or first
 
 
 #: the tally's key of the catalogue sweep's calls (conv_harness/searching/sweep.py): counted
 #: apart from the examples, which are Hypothesis's (a profile's ``max_examples``)
 VISITS = "catalogue sweep visits"
-
-
-def record_visit(features: list[str]) -> None:
-    """Count one call of the catalogue sweep, and the features of its case."""
-    tally = _counting()
-    if tally is not None:
-        tally.features[VISITS] += 1
-        tally.features.update(features)
-
-
-def note(text: str) -> None:
-    """Note ``text`` about the implementation under test (counted once per call)."""
-    tally = _counting()
-    if tally is not None:
-        tally.features[NOTE_PREFIX + text] += 1
 
 
 def split(tally: Mapping[str, int]) -> tuple[Counter, Counter]:
@@ -96,65 +85,6 @@ def split(tally: Mapping[str, int]) -> tuple[Counter, Counter]:
         else:
             features[key] += count
     return features, notes
-
-
-@contextlib.contextmanager
-def paused() -> Iterator[None]:
-    """Draws inside the block are not counted (a case drawn but not run)."""
-    tally = _TALLY.get()
-    if tally is None:
-        yield
-        return
-    before, tally.paused = tally.paused, True
-    try:
-        yield
-    finally:
-        tally.paused = before
-
-
-@contextlib.contextmanager
-def held() -> Iterator[Tally]:
-    """Count the block's draws apart, in the tally it gives, for `add` to count once the
-    case is run (a follow-up search draws cases it excludes and never runs)."""
-    apart = Tally(paused=_counting() is None)
-    token = _TALLY.set(apart)
-    try:
-        yield apart
-    finally:
-        _TALLY.reset(token)
-
-
-def add(apart: Tally) -> None:
-    """Count what `held` counted apart."""
-    tally = _counting()
-    if tally is not None:
-        tally.features.update(apart.features)
-        reach(**apart.largest)
-
-
-def reach(**sizes: int) -> None:
-    """Note sizes a case reached (batch, channels, positions, kernel, K): the largest are kept."""
-    tally = _TALLY.get()
-    if tally is not None:
-        for name, value in sizes.items():
-            if value > tally.largest.get(name, 0):
-                tally.largest[name] = value
-
-
-def warned(count: int, first: str) -> None:
-    """Count ``count`` warnings of the implementation under test (``first``: the first's
-    text); also while draws are paused: a warning is the implementation's, drawn or not."""
-    tally = _TALLY.get()
-    if tally is not None and count:
-        tally.warnings += count
-        tally.first_warning = tally.first_warning or first
-
-
-def count(labels: list[str]) -> None:
-    """Count ``labels`` as features of the current example (an implementation's own events)."""
-    tally = _counting()
-    if tally is not None:
-        tally.features.update(labels)
 
 
 def archetype_label(name: str, feature: str | None) -> str:

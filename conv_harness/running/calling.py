@@ -23,13 +23,13 @@ import threading
 import time
 import traceback
 import warnings
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional, Union
 
 import numpy as np
 
 from conv_harness.problem import ConvCase, is_float
-from conv_harness.records import coverage
 from conv_harness.running.native import host, is_tensor
 
 
@@ -73,11 +73,31 @@ class Call:
 
 
 @dataclass
+class Heard:
+    """The warnings an implementation raised (`silenced`): how many, and the first's text."""
+
+    count: int = 0
+    first: str | None = None
+
+    def add(self, caught: list[warnings.WarningMessage]) -> None:
+        if caught:
+            first = caught[0]
+            self.count += len(caught)
+            self.first = self.first or (
+                f"{first.category.__name__}: {one_line(str(first.message), 200)} "
+                f"({os.path.basename(first.filename)}:{first.lineno})")
+
+
+@dataclass
 class Observed:
-    """Failures that must not stop a check (see `defer`) and every call it made."""
+    """What one check saw beside its verdict: failures that must not stop it (see
+    `defer`), every call it made, the warnings its calls raised, and notes worth
+    saying that are no failure ("flushes subnormals to zero"), by how many times."""
 
     deferred: list[CheckFailure] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
+    heard: Heard = field(default_factory=Heard)
+    notes: Counter = field(default_factory=Counter)
 
 
 def defer(failure: CheckFailure, seen: Observed | None) -> None:
@@ -104,29 +124,21 @@ def _record_call(seen: Observed | None, function: str, case: ConvCase) -> Call |
 
 
 @contextlib.contextmanager
-def silenced() -> Iterator[None]:
+def silenced(heard: Heard | None = None) -> Iterator[Heard]:
     """Keep what an implementation prints (stdout, stderr) or warns out of the run:
     noise here, on import as on a call; a failure report says what matters.
 
-    Its warnings are counted, not lost: into the current tally
-    (conv_harness/records/coverage.py's `warned`), how many and the first, which the
-    run's summary shows once per implementation.
+    Its warnings are counted, not lost: into ``heard`` (a new one if not given), how
+    many and the first, which the run's summary shows once per implementation.
     """
+    heard = heard if heard is not None else Heard()
     with warnings.catch_warnings(record=True) as caught, \
             contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         warnings.simplefilter("always")
         try:
-            yield
+            yield heard
         finally:
-            _count_warnings(caught)
-
-
-def _count_warnings(caught: list[warnings.WarningMessage]) -> None:
-    if caught:
-        first = caught[0]
-        coverage.warned(len(caught), f"{first.category.__name__}: "
-                                     f"{one_line(str(first.message), 200)} "
-                                     f"({os.path.basename(first.filename)}:{first.lineno})")
+            heard.add(caught)
 
 
 class _TimeLimitExceeded(BaseException):
@@ -295,12 +307,12 @@ def _observed(case: ConvCase, name: str) -> Iterator[None]:
 # --- calling -------------------------------------------------------------------
 
 def invoke(fn: Callable[..., Any], name: str, args: tuple, kwargs: dict,
-           timeout: Timeout) -> Any:
+           timeout: Timeout, seen: Observed | None = None) -> Any:
     """Call ``fn``, turning an exception or a time-out into a `CheckFailure`.
 
     What the implementation prints (to sys.stdout or sys.stderr) or warns is
     kept out of the run's output: it is noise here, and a failure report says
-    what matters.
+    what matters; its warnings are counted into ``seen``, where given.
 
     A function with a ``__harness_invoke__(name, args, kwargs, limit)``
     method (an isolated call, conv_harness/running/isolate.py) is called through it: it
@@ -322,7 +334,7 @@ def invoke(fn: Callable[..., Any], name: str, args: tuple, kwargs: dict,
                 raise limits.exceeded(fn, name, limit) from None
             raise
     try:
-        with time_limit(limit), silenced():
+        with time_limit(limit), silenced(None if seen is None else seen.heard):
             result = fn(*args, **kwargs)
         limits.returned(fn, time.perf_counter() - started)
         return result
@@ -404,7 +416,7 @@ def call_forward(fn: Callable[..., Any], case: ConvCase, timeout: Timeout,
         given = case.fresh_inputs()
         with _observed(case, name):
             result = invoke(fn, name, (given["x"], given["weight"], given["bias"]), p.kwargs(),
-                            timeout)
+                            timeout, seen)
         _check_inputs_unchanged(case, given, name, seen)
         y = as_result(result, f"{name}'s result", p.dtype, p.output_shape, function=name,
                       case=case, seen=seen)
@@ -437,7 +449,7 @@ def _backward_results(fn: Callable[..., Any], case: ConvCase, name: str, timeout
     given = case.fresh_inputs()
     with _observed(case, name):
         result = invoke(fn, name, (given["grad_output"], given["x"], given["weight"],
-                                   given["bias"]), p.kwargs(), timeout)
+                                   given["bias"]), p.kwargs(), timeout, seen)
     _check_inputs_unchanged(case, given, name, seen)
     if not isinstance(result, (tuple, list)) or len(result) != 3:
         got = (f"a {type(result).__name__} of length {len(result)}"

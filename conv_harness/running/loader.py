@@ -20,9 +20,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from conv_harness.descriptor import DescriptorError, parse_problem_line
 from conv_harness.problem import OPS, ConvProblem
-from conv_harness.records import coverage
 from conv_harness.running import native
-from conv_harness.running.calling import silenced
+from conv_harness.running.calling import Heard, silenced
 from conv_harness.running.capabilities import Capabilities, CapabilitiesError
 from conv_harness.specs import is_path, short_name, split_spec
 
@@ -113,7 +112,7 @@ def _package_module(path: Path) -> tuple[Path, str] | None:
     return (folder, ".".join(parts)) if len(parts) > 1 else None
 
 
-def _import_file(spec: str, path: Path) -> ModuleType:
+def _import_file(spec: str, path: Path, heard: Heard) -> ModuleType:
     if not path.is_file():
         raise SpecError(f"--impl {spec!r}: no such file {str(path)!r}")
     package = _package_module(path)
@@ -121,7 +120,7 @@ def _import_file(spec: str, path: Path) -> ModuleType:
         folder, dotted = package
         if str(folder) not in sys.path:
             sys.path.insert(0, str(folder))
-        return _import_dotted(spec, dotted)
+        return _import_dotted(spec, dotted, heard)
     name = f"_conv_impl_under_test_{abs(hash(str(path.resolve())))}"
     if name in sys.modules:
         return sys.modules[name]
@@ -133,7 +132,7 @@ def _import_file(spec: str, path: Path) -> ModuleType:
     sys.path.insert(0, str(path.resolve().parent))
     sys.modules[name] = module
     try:
-        with silenced():
+        with silenced(heard):
             module_spec.loader.exec_module(module)
     except BaseException as exc:
         del sys.modules[name]
@@ -146,9 +145,9 @@ def _import_file(spec: str, path: Path) -> ModuleType:
     return module
 
 
-def _import_dotted(spec: str, dotted: str) -> ModuleType:
+def _import_dotted(spec: str, dotted: str, heard: Heard) -> ModuleType:
     try:
-        with silenced():
+        with silenced(heard):
             return importlib.import_module(dotted)
     except ModuleNotFoundError as exc:
         if exc.name and (dotted == exc.name or dotted.startswith(exc.name + ".")):
@@ -188,11 +187,11 @@ def load_implementation(spec: str) -> Implementation:
     if not spec:
         raise SpecError("--impl '': empty implementation spec")
     module_name, attr = split_spec(spec)
-    with coverage.tallying(coverage.Tally()) as imported:  # this import's warnings
-        if is_path(module_name):
-            module = _import_file(spec, Path(module_name).expanduser())
-        else:
-            module = _import_dotted(spec, module_name)
+    imported = Heard()  # this import's warnings
+    if is_path(module_name):
+        module = _import_file(spec, Path(module_name).expanduser(), imported)
+    else:
+        module = _import_dotted(spec, module_name, imported)
     target = _resolve_attribute(spec, module, attr) if attr else module
     functions: dict[str, Callable[..., Any]] = {}
     for name in CONTRACT_FUNCTIONS:
@@ -217,7 +216,7 @@ def load_implementation(spec: str) -> Implementation:
     return Implementation(spec=spec, name=short_name(spec), target=target,
                           functions=functions, capabilities=capabilities,
                           events=events if callable(events) else None,
-                          import_warnings=(imported.warnings, imported.first_warning),
+                          import_warnings=(imported.count, imported.first),
                           paths=declared_paths(spec, getattr(target, "HARNESS_PATHS", None)))
 
 

@@ -47,6 +47,7 @@ from hypothesis.errors import FlakyFailure, Unsatisfiable
 from conv_harness.searching import suite
 from conv_harness.checks.diagnosis import diagnose
 from conv_harness.checks.registry import examine
+from conv_harness.records.coverage import Tally
 from conv_harness.records.failures import script_path
 from conv_harness.problem import ConvCase, in_fewer_dimensions
 from conv_harness.running.calling import CheckFailure
@@ -648,14 +649,16 @@ def swept(state: TestState, target: Target, check: str,
 
 
 @contextlib.contextmanager
-def under_way(run: RunState, target: Target, check: str,
-              budget: float | None) -> Iterator[TestState]:
+def under_way(run: RunState, target: Target, check: str, budget: float | None,
+              tally: Tally | None = None) -> Iterator[TestState]:
     """A conformance test of ``target`` x ``check`` under way, in the plugin's hook and
     in `search_in_process` alike: the causes known so far frozen for its searches, its
     own state current (with the catalogue sweep's visits to come, for which a budget
-    keeps time), and its calls recorded (its triage's too) in the run's record."""
+    keeps time), and its calls recorded (its triage's too) in the run's record. Its
+    coverage goes to ``tally`` where given (the caller's, for the summary)."""
     run.book.freeze()
-    state = TestState(run=run, budget=Budget.starting_now(budget))
+    state = TestState(run=run, budget=Budget.starting_now(budget),
+                      tally=tally if tally is not None else Tally())
     if state.budget.deadline is not None:
         state.sweep = sweep.Sweep(state, target, check)
     with running(state):
@@ -676,14 +679,15 @@ def follow_up_seed(key: bytes, seed: int) -> int:
 
 def search_in_process(run: RunState, target: Target, check: str,
                       max_bugs: int = DEFAULT_MAX_BUGS, budget: float | None = None,
-                      print_scripts: bool = False, seed: int | None = None) -> Verdict | None:
+                      print_scripts: bool = False, seed: int | None = None,
+                      tally: Tally | None = None) -> Verdict | None:
     """One conformance test (``target`` x ``check``) as the plugin runs it, called
     directly: its first search under Hypothesis's current settings, then `conclude`.
     For the harness's own tests of the triage, and for any program that wants a
     verdict without a pytest run. ``seed``: the first search's Hypothesis seed, as
     ``@seed`` (or pytest's ``--hypothesis-seed``) gives it; each follow-up search
     draws from a seed derived from it and its own key, as each search of a default
-    run draws from a random one."""
+    run draws from a random one. ``tally``: where its coverage is counted."""
     @given(data=st.data())
     def first_search(data: st.DataObject) -> None:
         suite.run(target, check, data, state=state)
@@ -692,7 +696,7 @@ def search_in_process(run: RunState, target: Target, check: str,
     if seed is not None:
         first_search = hypothesis.seed(seed)(first_search)
     error: BaseException | None = None
-    with under_way(run, target, check, budget) as state:
+    with under_way(run, target, check, budget, tally) as state:
         state.seed = seed
         try:
             first_search()

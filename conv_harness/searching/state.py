@@ -25,6 +25,7 @@ from typing import Any, Iterator
 
 
 from conv_harness.problem import ConvCase, ConvProblem
+from conv_harness.records.coverage import Tally
 from conv_harness.running.calling import CheckFailure
 from conv_harness.running.target import Target
 from conv_harness.triage.catalog import Bug
@@ -179,6 +180,8 @@ class TestState:
     #: keeps time for the sweep's ``visits`` (`Budget.kept_for`), and once it only
     #: draws, each call makes a visit (`Sweep.step`); None otherwise and once it ended
     sweep: Any = None
+    #: what the test's cases and calls exercised, for the run summary
+    tally: Tally = field(default_factory=Tally)
 
     def take_found(self) -> list[Found]:
         found, self.found = self.found, []

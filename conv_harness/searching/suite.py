@@ -28,7 +28,7 @@ from conv_harness.problem import OPS, ConvCase, ConvProblem, in_fewer_dimensions
 from conv_harness.records import coverage
 from conv_harness.records.failures import case_path, case_record, save_case, script_path
 from conv_harness.records.script import render_script
-from conv_harness.running.calling import CheckFailure
+from conv_harness.running.calling import CheckFailure, Observed
 from conv_harness.running.capabilities import Capabilities
 from conv_harness.running.loader import Implementation
 from conv_harness.running.target import Target
@@ -37,7 +37,7 @@ from conv_harness.searching.state import current as current_state
 from conv_harness.triage import causes
 from conv_harness.triage.catalog import Bug, in_known_region, not_known
 from strategies import archetypes, conv_cases
-from strategies.cases import noise_case
+from strategies.cases import features, noise_case
 from strategies.problems import DEFAULT_BOUNDS, Bounds, Focus
 
 VALUE_CHECKS: tuple[str, ...] = ("forward", "grad_input", "grad_weight", "grad_bias")
@@ -162,22 +162,23 @@ def _found_on_line(where: str | None, first: ConvProblem, shrunk: ConvProblem) -
             f"example; shrunk to the problem above)")
 
 
-def budget_bounds(budget: Budget, target: Target, check: str,
-                  caps: Capabilities) -> Bounds | None:
+def budget_bounds(budget: Budget, target: Target, check: str, caps: Capabilities,
+                  tally: coverage.Tally) -> Bounds | None:
     """The bounds a test draws from: None (the strategies' own) without a budget.
 
     Under ``--conv-budget`` the first example of a test first measures what
     an example of this check costs the implementation (`choose_sizes`) and
     picks the sizes once; the choice then holds for the whole test, its
     shrinking, its final replay and its follow-up searches, so that
-    Hypothesis replays every example the same way.
+    Hypothesis replays every example the same way. What the choice cut is noted in
+    ``tally``.
     """
     if budget.deadline is None:
         return None
     if budget.chosen is None:
         budget.chosen = choose_sizes(target, check, caps, budget.left())
         if budget.chosen.note:
-            coverage.note(budget.chosen.note)
+            tally.note(budget.chosen.note)
     return budget.chosen.bounds
 
 
@@ -244,23 +245,22 @@ def choose_sizes(target: Target, check: str, caps: Capabilities,
     nd = OPS[target.op].spatial_dims
     default = DEFAULT_BOUNDS[nd]
     large = default.large
-    with coverage.paused():
-        # not timed: the first example of a process pays for torch's and the
-        # implementation's start-up, which no later example does
-        _cost(target, check, _sample_case(target.op, caps, 1, 1, 1, 2))
-        # the small sizes but what halving them would cut (batch, channels, positions):
-        # what cutting them can gain
-        tiny = _cost(target, check, _sample_case(target.op, caps, 1, 1, 3, 1))
-        small = _cost(target, check, _sample_case(
-            target.op, caps, 2, 2, 3, max(2, default.outputs // 2)))
-        big = 0.0
-        if large is not None:
-            batch, channels, kernel = 2, 8, 3
-            per_position = batch * channels * channels * kernel ** nd
-            positions = max(2, min(int((large.budget / per_position) ** (1 / nd)),
-                                   large.outputs))
-            big = _cost(target, check, _sample_case(target.op, caps, batch, channels, kernel,
-                                                    positions))
+    # not timed: the first example of a process pays for torch's and the
+    # implementation's start-up, which no later example does
+    _cost(target, check, _sample_case(target.op, caps, 1, 1, 1, 2))
+    # the small sizes but what halving them would cut (batch, channels, positions):
+    # what cutting them can gain
+    tiny = _cost(target, check, _sample_case(target.op, caps, 1, 1, 3, 1))
+    small = _cost(target, check, _sample_case(
+        target.op, caps, 2, 2, 3, max(2, default.outputs // 2)))
+    big = 0.0
+    if large is not None:
+        batch, channels, kernel = 2, 8, 3
+        per_position = batch * channels * channels * kernel ** nd
+        positions = max(2, min(int((large.budget / per_position) ** (1 / nd)),
+                               large.outputs))
+        big = _cost(target, check, _sample_case(target.op, caps, batch, channels, kernel,
+                                                positions))
     seconds = max(seconds - tiny - small - big, 0.0)
     costs = f"an example took {tiny:.2g} s tiny, {small:.2g} s small, {big:.2g} s large"
     mixed = small if large is None else (1 - LARGE_SHARE) * small + LARGE_SHARE * big
@@ -302,33 +302,34 @@ def case_strategy(check: str, op: str, caps: Capabilities, bounds: Bounds | None
         op, capabilities=caps, bounds=bounds, focus=focus, given=given)
 
 
-def _reach(case: ConvCase) -> None:
+def _reach(tally: coverage.Tally, case: ConvCase) -> None:
     """The sizes this case reached, for the run summary's "largest reached" line."""
     p = case.problem
     terms = max(p.forward_terms(), p.grad_input_terms(), p.grad_weight_terms())
     # in a half precision too: its longest sums are bounded apart (strategies/problems.py)
     half = {f"K in {p.dtype}": terms} if p.dtype in ("float16", "bfloat16") else {}
-    coverage.reach(batch=p.batch, channels_per_group=max(p.in_channels, p.out_channels)
-                   // p.groups, positions=math.prod(p.output_size),
-                   kernel=max(p.kernel_size), K=terms, **half)
+    tally.reach(batch=p.batch, channels_per_group=max(p.in_channels, p.out_channels)
+                // p.groups, positions=math.prod(p.output_size),
+                kernel=max(p.kernel_size), K=terms, **half)
 
 
-def implementation_events(target: Target) -> list[str]:
+def implementation_events(target: Target, tally: coverage.Tally) -> list[str]:
     """The implementation's own labels of what its calls did since it was last asked
-    (``harness_events``), counted as features of the run summary; none from a broken hook."""
+    (``harness_events``), counted in ``tally`` as features of the run summary; none from
+    a broken hook."""
     if target.impl.events is None:
         return []
     try:
         labels = [str(label) for label in target.impl.events()]
     except Exception:  # noqa: BLE001 - a broken hook must not fail the check
         return []
-    coverage.count(labels)
+    tally.count(labels)
     return labels
 
 
-def report_events(target: Target) -> None:
+def report_events(target: Target, tally: coverage.Tally) -> None:
     """`implementation_events`, also as Hypothesis events of the running example."""
-    for label in implementation_events(target):
+    for label in implementation_events(target, tally):
         event(label)
 
 
@@ -353,6 +354,17 @@ def sighted(state: TestState, target: Target, check: str, failure: CheckFailure,
     return False
 
 
+def examined(state: TestState, check: str, target: Target, case: ConvCase) -> list[CheckFailure]:
+    """``check``'s failures on ``case`` (`examine`), its calls' warnings and its notes
+    counted in the test's tally."""
+    seen = Observed()
+    failures = examine(check, target.impl, case, target.timeout, seen)
+    state.tally.warned(seen.heard.count, seen.heard.first)
+    for text, times in seen.notes.items():
+        state.tally.note(text, times)
+    return failures
+
+
 def check_capabilities(target: Target, check: str) -> Capabilities:
     """What ``check`` may draw for ``target``: what every function it calls supports."""
     return target.impl.capabilities_for(REGISTRY[check].calls(target.op))
@@ -374,7 +386,8 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
     state = state if state is not None else current_state()
     caps = check_capabilities(target, check)
     strategy = case_strategy(check, target.op, caps,
-                             budget_bounds(state.budget, target, check, caps), state.focus,
+                             budget_bounds(state.budget, target, check, caps, state.tally),
+                             state.focus,
                              state.run.given)
     # Until it fails, a test's first search keeps the catalogue sweep's time.
     sweep = state.sweep if state.last_failing is None else None
@@ -384,23 +397,22 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
         # choices to draw the same way) but not run nor counted, so the rest of
         # the search costs only drawing; a shrink in progress keeps the
         # smallest failure so far, which the final replay, never skipped, reports.
-        with coverage.paused():
-            data.draw(strategy, label="case")
+        data.draw(strategy, label="case")
         if sweep is not None:
             sweep.step()  # the draws outlast the deadline: the sweep's visits go first
         return
-    with coverage.held() as drawn:  # counted once run: an excluded case is not
-        case = data.draw(strategy, label="case")
+    case = data.draw(strategy, label="case")
     if in_known_region(case, known):
         state.excluded += 1
-        reject()  # a follow-up search: that bug's trigger is excluded
-    coverage.add(drawn)
+        reject()  # a follow-up search: that bug's trigger is excluded (and not counted)
+    if REGISTRY[check].tallied:
+        state.tally.record(features(case))
     drawn_from = case.problem.drawn_from
-    _reach(case)
+    _reach(state.tally, case)
     state.budget.examples += 1
     for _ in range(state.tries):  # a failure that comes and goes: any call failing counts
-        failures = examine(check, target.impl, case, target.timeout)
-        report_events(target)
+        failures = examined(state, check, target, case)
+        report_events(target, state.tally)
         fresh = not_known(failures, known)
         fresh = [f for f in fresh if not sighted(state, target, check, f, case)]
         if fresh:

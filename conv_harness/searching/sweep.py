@@ -20,12 +20,11 @@ from __future__ import annotations
 from typing import Iterator
 
 from conv_harness.searching import suite
-from conv_harness.checks.registry import REGISTRY, examine
+from conv_harness.checks.registry import REGISTRY
 from conv_harness.running.calling import CheckFailure
 from conv_harness.running.target import Target
 from conv_harness.searching.state import Found, TestState
 from conv_harness.triage.catalog import Bug, in_known_region, not_known
-from conv_harness.records import coverage
 from strategies import catalogue
 from strategies.archetypes import FEATURES
 from strategies.cases import features
@@ -102,23 +101,24 @@ def _visiting(state: TestState, target: Target, check: str,
     if chosen is not None:
         kept = tuple(v for v in visits if catalogue.within(v.problem, chosen))
         if len(kept) < len(visits):
-            coverage.note(f"catalogue sweep of {target.op} {check}: {len(visits) - len(kept)} "
-                          "visits beyond the sizes --conv-budget chose not made")
+            state.tally.note(f"catalogue sweep of {target.op} {check}: "
+                             f"{len(visits) - len(kept)} visits beyond the sizes "
+                             "--conv-budget chose not made")
         visits = kept
     for done, visit in enumerate(visits):
         if state.budget.spent():
-            coverage.note(f"catalogue sweep of {target.op} {check} cut short by "
-                          f"--conv-budget: {done} of {len(visits)} visits made")
+            state.tally.note(f"catalogue sweep of {target.op} {check} cut short by "
+                             f"--conv-budget: {done} of {len(visits)} visits made")
             return
         case = REGISTRY[check].visit_case(visit.case())
         if case is None or caps.excludes(case):
             continue  # the check's own cases cannot hold this problem
         if in_known_region(case, known):
             continue
-        coverage.record_visit(features(case))
+        state.tally.record_visit(features(case))
         state.budget.examples += 1
-        failures = examine(check, target.impl, case, target.timeout)
-        suite.implementation_events(target)
+        failures = suite.examined(state, check, target, case)
+        suite.implementation_events(target, state.tally)
         fresh = not_known(failures, known)
         fresh = [f for f in fresh if not suite.sighted(state, target, check, f, case)]
         if fresh:

@@ -6,7 +6,6 @@ implementation's are counted per implementation and shown once in the summary
 from __future__ import annotations
 
 import json
-import contextlib
 import warnings
 
 import numpy as np
@@ -14,8 +13,7 @@ import pytest
 
 from conv_harness.checks.compare import compare
 from conv_harness.checks.tolerance import Tolerance
-from conv_harness.records import coverage
-from conv_harness.running.calling import silenced
+from conv_harness.running.calling import Heard, Observed, silenced
 
 
 def test_a_huge_error_over_a_tiny_bound_is_a_mismatch_without_a_warning():
@@ -31,17 +29,14 @@ def test_a_huge_error_over_a_tiny_bound_is_a_mismatch_without_a_warning():
 
 
 def test_the_implementations_warnings_are_counted_with_the_first_message():
-    """Into the running test's tally, paused draws or not; another test's starts at 0;
-    outside a test they are kept out of the run and not counted."""
-    with coverage.tallying(coverage.Tally()) as tally:
-        for i in range(3):
-            with silenced(), coverage.paused() if i == 2 else contextlib.nullcontext():
-                warnings.warn(f"call {i}", UserWarning)
-    assert tally.warnings == 3 and tally.first_warning.startswith(
-        "UserWarning: call 0 (test_quiet.py:")
-    with coverage.tallying(coverage.Tally()) as other:
-        pass
-    assert (other.warnings, other.first_warning) == (0, None)
+    """Into what a check saw, call after call; another check's start at 0; without
+    one they are kept out of the run all the same."""
+    heard = Heard()
+    for i in range(3):
+        with silenced(heard):
+            warnings.warn(f"call {i}", UserWarning)
+    assert heard.count == 3 and heard.first.startswith("UserWarning: call 0 (test_quiet.py:")
+    assert Observed().heard == Heard()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with silenced():

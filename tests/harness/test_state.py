@@ -276,7 +276,6 @@ def test_a_module_container_is_found(tmp_path):
 #: signatures (issue 58 moves them into the test's and the search's state objects)
 CONTEXT_VARS = {
     ("conv_harness/searching/state.py", "_CURRENT"): "the test under way, for the hooks pytest calls",
-    ("conv_harness/records/coverage.py", "_TALLY"): "the test's coverage tally",
 }
 
 _ENVIRON_WRITERS = {"update", "setdefault", "pop", "popitem", "clear", "__setitem__",
@@ -345,7 +344,6 @@ def test_a_follow_up_counts_what_it_excluded_and_only_what_it_ran_as_tried(tmp_p
     counted apart (what the triage says of a search cut short), and the coverage
     tally counts only the examples run, with their features."""
     from conv_harness.problem import ConvProblem
-    from conv_harness.records import coverage
     from conv_harness.triage.catalog import Bug
     from conv_harness.triage.explain import Condition
 
@@ -357,8 +355,9 @@ def test_a_follow_up_counts_what_it_excluded_and_only_what_it_ran_as_tried(tmp_p
                   conditions=[Condition("batch", ">=", 2, None)], explanation=[],
                   case_file=None)
     target = _target("conv_impl.einsum", "conv2d", tmp_path)
-    state, tally = TestState(), coverage.Tally()
-    with _profile(max_examples=30, derandomize=True), coverage.tallying(tally):
+    state = TestState()
+    tally = state.tally
+    with _profile(max_examples=30, derandomize=True):
         assert search.follow_up(state, target, "forward", [batches]) == ([], None)
         ran, excluded = state.searched
         assert search._cut_short(ran, excluded) == ""  # it ran what its setting asks
@@ -370,8 +369,9 @@ def test_a_follow_up_counts_what_it_excluded_and_only_what_it_ran_as_tried(tmp_p
     assert tally.features["batch 1"] == ran  # every example run outside the region
     # a region that holds every problem: Hypothesis gives the search up, which says why
     every = dataclasses.replace(batches, conditions=[Condition("batch", ">=", 1, None)])
-    state, tally = TestState(), coverage.Tally()
-    with _profile(max_examples=30, derandomize=True), coverage.tallying(tally):
+    state = TestState()
+    tally = state.tally
+    with _profile(max_examples=30, derandomize=True):
         found, ended = search.follow_up(state, target, "forward", [every])
     assert found == [] and ended == (f"no draw could be run: {state.excluded} of them lay in "
                                      "the regions of the bugs above")

@@ -26,8 +26,11 @@ from conv_harness.problem import ConvCase, ConvProblem
 from conv_harness.records import coverage
 from conv_harness.records.failures import case_record
 from conv_harness.records.script import render_script
-from conv_harness.running.calling import CheckFailure
+from conv_harness.running.calling import CheckFailure, Observed
 from conv_harness.running.loader import load_implementation
+from conv_harness.running.target import Target
+from conv_harness.searching import suite
+from conv_harness.searching.state import TestState
 from strategies import conv_cases
 from strategies.cases import NOISE_KINDS, noise
 from tests.harness.conftest import QUIET, fails
@@ -196,17 +199,20 @@ def test_the_correct_implementation_is_never_noted_as_flushing():
     never_flushed()
 
 
-def test_notes_travel_in_the_tally():
+def test_notes_travel_from_the_check_into_the_tally(tmp_path):
     case = one_by_one("float32", 3.9e-39)
     expected, magnitude = oracle.evaluate(case)
     tol = tolerance(case, "y", magnitude, Arithmetic())
-    with coverage.tallying(coverage.Tally()) as tally:
-        coverage.record(["dtype float32"])
-        note_flushes(np.zeros_like(expected.y), expected.y, tol)
-        note_flushes(expected.y, expected.y, tol)  # exact: nothing to note
-        with coverage.paused():
-            coverage.record(["drawn, not run"])
-    features, notes = coverage.split(tally.features)
+    seen = Observed()
+    note_flushes(np.zeros_like(expected.y), expected.y, tol, seen)
+    note_flushes(expected.y, expected.y, tol, seen)  # exact: nothing to note
+    note_flushes(np.zeros_like(expected.y), expected.y, tol, None)  # no check: not noted
+    assert seen.notes == {FLUSH_NOTE: 1}
+    # a flushing implementation's check, as the search runs it: its note reaches the tally
+    state = TestState()
+    target = Target(flushing("flushes_subnormals"), "conv2d", None, tmp_path)
+    assert suite.examined(state, "forward", target, case) == []
+    state.tally.record(["dtype float32"])
+    features, notes = coverage.split(state.tally.features)
     assert features == {"examples": 1, "dtype float32": 1}
     assert notes == {FLUSH_NOTE: 1}
-    coverage.note("outside a test: ignored")  # no tally open

@@ -231,9 +231,9 @@ def test_each_declared_path_gets_examples_in_every_swept_check(tmp_path):
                                "einsum path: fft"}
     for check in ("forward", "grad_weight", "adjoint", "batch_consistency", "delta_kernel"):
         tally = coverage.Tally()
-        with run.profile(HARNESS_PROFILE), coverage.tallying(tally):
+        with run.profile(HARNESS_PROFILE):
             verdict = search_in_process(RunState(), Target(impl, "conv2d", 20.0, tmp_path),
-                                        check)
+                                        check, tally=tally)
         assert verdict is None
         assert all(tally.features[path] >= 1 for path in impl.paths), (check, tally.features)
     summary = Summary([impl])
@@ -274,10 +274,9 @@ def test_checks_of_their_own_cases_visit_each_archetype_and_declared_path_they_c
                          if v.feature is None and v.problem.kernel_size == (1, 1))
     visited = {}
     for check in ("delta_kernel", "pointwise", "invalid"):
-        tally = coverage.Tally()
-        with coverage.tallying(tally):
-            sweep.sweep(TestState(), target, check)
-        visited[check] = tally.features[coverage.VISITS]
+        state = TestState()
+        sweep.sweep(state, target, check)
+        visited[check] = state.tally.features[coverage.VISITS]
     archetypes = sum(1 for v in catalogue.visits("conv2d", Capabilities()) if v.feature is None)
     assert visited == {"delta_kernel": archetypes + 1, "pointwise": archetypes_1x1 + 1,
                        "invalid": 0}
