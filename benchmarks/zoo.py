@@ -380,6 +380,8 @@ def generate(seed: int, index: int) -> ZooImplementation:
 
 def alone(impl: ZooImplementation, cause: Cause) -> ZooImplementation:
     """``impl`` with only ``cause``: what shows a case is that cause's."""
+    if impl.causes == [cause]:
+        return impl
     k = impl.causes.index(cause)
     return ZooImplementation(f"{impl.name}_cause{k}", impl.dims, [cause])
 

@@ -70,8 +70,8 @@ class Tie:
         return self.left(p) if self.holds(p) else 0
 
 
-_M = frozenset({"batch", "outputs", "positions", "stride", "remainder", "padding", "kernel",
-                "dilation", "extent"})
+_M = frozenset({"batch", "outputs", "positions", "batch_positions", "stride", "remainder",
+                "padding", "kernel", "dilation", "extent"})
 _K = frozenset({"in_channels", "kernel", "K"})
 _N = frozenset({"out_channels"})
 

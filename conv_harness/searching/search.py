@@ -202,9 +202,15 @@ def describe(found: Found, state: TestState, print_script: bool = False,
                              found.check)
     note = ""
     explanation = None
-    if bug.evidence.get("unrepeatable"):  # a trigger drawn from such calls would be noise
-        bug.trigger = (f"does not repeat: {bug.evidence['unrepeatable']} further calls on "
-                       "the same inputs gave other results (state kept between calls)")
+    unrepeatable = bug.evidence.get("unrepeatable")
+    if unrepeatable:  # each changed problem called as often as the case was: any failing
+        explanation = _explanation(found, bug, book.known(target.impl.spec, fresh=True),
+                                   tries=evidence.REPEATS + 1)
+        bug.trigger, bug.conditions = explanation.one_line(), list(explanation.trigger)
+        bug.explanation = list(explanation.rows)
+        bug.trigger += (f"; does not repeat: {unrepeatable} further calls on the same "
+                        "inputs gave other results (state kept between calls, or memory "
+                        "read before it is written)")
     elif bug.evidence.get("undeclared"):  # a precision, not a region to map
         bug.trigger = evidence.undeclared_trigger(bug.evidence["undeclared"])
     elif recalled is not None:  # explained by an earlier run sharing the database
@@ -240,9 +246,11 @@ def describe(found: Found, state: TestState, print_script: bool = False,
     return bug
 
 
-def _explanation(found: Found, bug: Bug, known: list[Bug]) -> Explanation:
+def _explanation(found: Found, bug: Bug, known: list[Bug], tries: int | None = None
+                 ) -> Explanation:
     """The explanation of ``found``'s failure on its case: single changes, each called
-    as the search called it (``found.tries`` times for one that comes and goes), a
+    as the search called it (``found.tries`` times for one that comes and goes;
+    ``tries`` times, any failing, for one that did not repeat on the same inputs), a
     wrong value counted where it is beyond rounding (unless its evidence is a
     precision), a failure that one of the ``known`` causes covers masked, as a
     search does not count it."""
@@ -253,8 +261,8 @@ def _explanation(found: Found, bug: Bug, known: list[Bug]) -> Explanation:
     def covered(other: CheckFailure, case: ConvCase) -> bool:
         return causes.covering(known, other, case, target.impl, target.timeout) is not None
     probe = failure_probe(target.impl, failure, target.timeout, covered if known else None)
-    if bug.evidence.get("fails_in"):  # mapped where it can happen, each problem as often
-        probe = evidence.Repeated(probe, found.tries)
+    if bug.evidence.get("fails_in") or tries:  # mapped where it can happen, each problem
+        probe = evidence.Repeated(probe, tries or found.tries)  # called as often
     elif failure.check in evidence.VALUE_KINDS and failure.function and not \
             bug.evidence.get("precision"):
         probe = evidence.beyond_rounding(probe, target.impl, failure.function, target.timeout)

@@ -287,10 +287,34 @@ def agrees_elsewhere(bug: Bug, entry: Bug) -> bool:
     calls, a helper every result goes through) shows one cause so: each function
     shrinks to the same plainest problem that needs the same feature. Two causes that
     agree so in everything a black box can see are one entry to its reader too."""
-    return (bug.failure in VALUE_KINDS and entry.failure in VALUE_KINDS
+    if not (bug.failure in VALUE_KINDS and entry.failure in VALUE_KINDS
             and (bug.failure, bug.function) != (entry.failure, entry.function)
-            and bool(bug.conditions) and _same_conditions(bug.conditions, entry.conditions)
-            and bug.params == entry.params and bug.layouts == entry.layouts)
+            and bool(bug.conditions)):
+        return False
+    (ours, our_params), (theirs, their_params) = _beside_bias(bug, entry), _beside_bias(
+        entry, bug)
+    return (bool(ours) and _same_conditions(ours, theirs) and our_params == their_params
+            and {k: v for k, v in bug.layouts.items() if k != "bias"}
+            == {k: v for k, v in entry.layouts.items() if k != "bias"})
+
+
+def _beside_bias(bug: Bug, other: Bug) -> tuple[list[Condition], dict[str, Any]]:
+    """``bug``'s conditions and problem as `agrees_elsewhere` compares them with
+    ``other``'s. Without the bias where one of the two is a grad_bias (that result needs
+    a bias to exist: its "with bias" is its kind's, not its cause's), or where both
+    explanations show the bug independent of it (a bias the search did not shrink away
+    says nothing of the cause)."""
+    if "grad_bias" not in (bug.failure, other.failure) and not (
+            _independent_of(bug, "bias") and _independent_of(other, "bias")):
+        return list(bug.conditions), dict(bug.params)
+    return ([c for c in bug.conditions if c.feature != "bias"],
+            {k: v for k, v in bug.params.items() if k != "bias"})
+
+
+def _independent_of(bug: Bug, feature: str) -> bool:
+    """Whether ``bug``'s explanation tried ``feature`` both ways and each failed."""
+    return any(row.feature == feature and not row.passes and len(row.fails) > 1
+               for row in bug.explanation)
 
 
 def merge(bugs: list[Bug], order: list[str]) -> list[Bug]:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import time
 import zlib
 from dataclasses import dataclass
@@ -93,8 +94,8 @@ class Condition:
         label = ft.LABELS.get(self.feature, self.feature)
         if self.feature in ties.BY_NAME:  # its text says which sizes; 2 is any tie
             return label if self.value <= TIE_FLOOR else f"{label} >= {self.value}"
-        if self.feature in ties.CROSSING_BY_NAME:  # holds or not: its text says which
-            return label
+        if self.feature in ties.CROSSING_BY_NAME or self.feature in ft.UNEQUAL_NAMES:
+            return label  # holds or not: its text says which
         if self.op == "in":
             shown = [_show(v) for v in self.value]
             if self.feature == "bias" and len(shown) == 1:
@@ -232,7 +233,8 @@ class Explanation:
                 mark = "FAIL" if v in row.fails else "pass" if v in row.passes else other[v]
                 mark += counts.get(v, "")
                 shown = (("held" if v else "broken") if row.feature in ties.CROSSING_BY_NAME
-                         else "broken" if row.feature in ties.BY_NAME and not v else _show(v))
+                         else ("unequal" if v else "made equal")
+                         if row.feature in ft.UNEQUAL_NAMES else "broken" if row.feature in ties.BY_NAME and not v else _show(v))
                 cells.append(f"{shown}{'*' if v == row.minimal else ''}:{mark}")
             lines.append("  " + _row_label(row).ljust(width) + "  ".join(cells))
         return "\n".join(lines)
@@ -257,7 +259,12 @@ def trigger_line(rows: tuple[Row, ...], trigger: tuple[Condition, ...],
         head = "fails when " + " and ".join(needed) + (" (on one axis)" if same_axis else "")
     else:
         head = "fails on the simplest problem: no feature is needed"
-    in_trigger = {c.feature for c in trigger}
+    # a product's or a relation's components: single changes of them say nothing alone
+    # (batch 1 passes at one output position, not at two)
+    in_trigger = {c.feature for c in trigger} | {
+        part for c in trigger for part in ft.DERIVED.get(c.feature, ())} | {
+        part for size, name in ft.UNEQUAL.items() if name in {c.feature for c in trigger}
+        for part in ft.FOLLOWS.get(size, {size})}
     passes_also = [f"{ft.LABELS.get(r.feature, r.feature)} {', '.join(map(_show, r.passes))}"
                    for r in rows if r.feature not in in_trigger and r.passes and r.fails]
     trivial = trivial or {}
@@ -442,11 +449,15 @@ def explain(case: ConvCase, probe: Probe, caps: Capabilities) -> Explanation:
     if not trigger:  # fails on the simplest problem: does it need a trivial value?
         trigger = [c for c in (_needs_trivial(row, results[row.feature], caps)
                                for row in rows) if c is not None]
+    else:  # a dtype changes no size: where every other one passes, the bug needs this one
+        trigger += [c for c in (_needs_trivial(row, results[row.feature], caps)
+                                for row in rows if row.feature == "dtype") if c is not None]
     _plainest(p, layouts, rows, trigger, trials, caps, axes)
     derived_rows, trigger = _derived(p, layouts, axis, axes, trials, trigger, caps)
     tie_rows, trigger = _ties(p, layouts, trials, trigger)
     crossing_rows, trigger = _crossings(p, layouts, trials, trigger)
-    derived_rows += tie_rows + crossing_rows
+    unequal_rows, trigger = _unequal(p, layouts, trials, trigger)
+    derived_rows += tie_rows + crossing_rows + unequal_rows
     if not _on_any_axis(p, layouts, axis, trials, trigger):
         trigger = [dataclasses.replace(c, axes=len(p.input_size)) if c.axis is not None else c
                    for c in trigger]
@@ -692,6 +703,51 @@ def _crossings(p: ConvProblem, layouts: dict[str, str], trials: _Trials,
         rows.append(Row(crossing.name, None, True, (True,), (False,)))
         trigger = [c for c in trigger if c.feature not in crossing.components]
         trigger.append(Condition(crossing.name, "in", (True,), None))
+    return rows, trigger
+
+
+#: the most output positions a problem made square may have (`_unequal`)
+EVENED_POSITIONS = 64
+
+
+def _unequal(p: ConvProblem, layouts: dict[str, str], trials: _Trials,
+             trigger: list[Condition]) -> tuple[list[Row], list[Condition]]:
+    """Rows of sizes the bug needs unequal between axes, and the trigger with them.
+
+    Where a size of the minimal problem differs between its axes (outputs 2x1) and the
+    trigger has a condition on it or on what follows from it (the output positions):
+    made the same on every axis at each of its values (1x1 and 2x2), the bug must pass;
+    made unequal at another size (3x1) and with the axes swapped (1x2), it must fail.
+    Then the bug needs the axes to differ, not those sizes (a backward written for
+    square outputs only), and the size's conditions give way to that one. Only where
+    each evened problem has at most `EVENED_POSITIONS` outputs: on a larger one a
+    wrong element can fit a lower precision's normwise floor, which reads as a pass
+    (a tail bug of 1x65 outputs, evened to 65x65)."""
+    rows: list[Row] = []
+    current = ft.values(p, layouts)
+    every = tuple(range(len(p.input_size)))
+    for size, name in ft.UNEQUAL.items():
+        values = current[size]
+        follows = ft.FOLLOWS.get(size, frozenset({size}))
+        if len(set(values)) < 2 or not any(c.feature in follows for c in trigger):
+            continue
+        evened = [ft.with_feature(p, layouts, size, v, every) for v in sorted(set(values))]
+        if any(q is None or math.prod(q[0].output_size) > EVENED_POSITIONS for q in evened):
+            continue
+        off = [trials.outcome(*q, ("evened", size, i)) for i, q in enumerate(evened)]
+        if len(off) < 2 or not all(v is False for v in off):
+            continue
+        larger = max(every, key=lambda a: values[a])
+        again = [ft.with_feature(p, layouts, size, values[larger] + 1, (larger,))] + [
+            (ft.swap_axes(p, a, b), layouts) for a in every for b in every
+            if a < b and values[a] != values[b]]
+        kept = [trials.outcome(*q, ("unequal", size, i)) for i, q in enumerate(again)
+                if q is not None]
+        if len(kept) < 2 or not all(v is True for v in kept):
+            continue
+        rows.append(Row(name, None, True, (True,), (False,)))
+        trigger = [c for c in trigger if c.feature not in follows]
+        trigger.append(Condition(name, "in", (True,), None))
     return rows, trigger
 
 

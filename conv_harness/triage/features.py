@@ -42,7 +42,20 @@ BISECTED: frozenset[str] = NUMERIC - {"remainder", "output_padding"}
 DERIVED: dict[str, frozenset[str]] = {
     "extent": frozenset({"outputs", "stride", "remainder", "kernel", "dilation", "padding"}),
     "K": frozenset({"in_channels", "kernel"}),
-    "positions": frozenset({"outputs"})}
+    "positions": frozenset({"outputs"}),
+    # the rows of the GEMM a convolution is lowered to: a sum or a mean over all of them
+    # (a bias gradient divided by the count) needs their product, not either factor
+    "batch_positions": frozenset({"batch", "outputs", "positions"})}
+#: per-axis sizes a bug may need unequal between the axes (a backward written for
+#: square outputs only): each gives a feature of the whole problem, true where two
+#: axes differ, by the features that follow from the size (whose conditions it replaces)
+UNEQUAL: dict[str, str] = {"outputs": "outputs_unequal", "kernel": "kernel_unequal",
+                           "stride": "stride_unequal", "padding": "padding_unequal",
+                           "dilation": "dilation_unequal"}
+UNEQUAL_NAMES: frozenset[str] = frozenset(UNEQUAL.values())
+FOLLOWS: dict[str, frozenset[str]] = {
+    "outputs": frozenset({"outputs", "positions", "batch_positions"}),
+    "kernel": frozenset({"kernel", "K"})}
 #: derived features with a value per spatial axis
 AXIS_DERIVED: frozenset[str] = frozenset({"extent"})
 #: every feature whose value is a tuple, one per spatial axis
@@ -51,7 +64,9 @@ PER_AXIS: frozenset[str] = frozenset(AXIS_FEATURES) | AXIS_DERIVED
 LABELS = {"in_channels": "in channels per group", "out_channels": "out channels per group",
           "remainder": "stride remainder", "output_padding": "output_padding",
           "K": "K (in channels per group x kernel taps)", "positions": "output positions",
-          "extent": "input size with padding",
+          "extent": "input size with padding", "batch_positions": "batch x output positions",
+          **{name: f"{size} not square (not the same on every axis: height != width)"
+             for size, name in UNEQUAL.items()},
           **{tie.name: tie.text for tie in ties.TIES},
           **{c.name: c.text for c in ties.CROSSINGS}}
 
@@ -92,6 +107,8 @@ def values(p: ConvProblem, layouts: dict[str, str]) -> dict[str, Any]:
     out["extent"] = tuple(n + 2 * pad for n, pad in zip(p.input_size, p.padding))
     out["K"] = out["in_channels"] * _product(p.kernel_size)
     out["positions"] = _product(out["outputs"])
+    out["batch_positions"] = p.batch * out["positions"]
+    out.update({name: len(set(out[size])) > 1 for size, name in UNEQUAL.items()})
     out.update({tie.name: tie.value(p) for tie in ties.TIES})  # 0: the tie does not hold
     out.update({c.name: c.holds(p) for c in ties.CROSSINGS})
     return out
@@ -112,10 +129,13 @@ def realisations(p: ConvProblem, layouts: dict[str, str], derived: str, value: i
     channel with a kernel of ``value`` taps on ``axis`` (the others 1).
     Positions: ``value`` outputs on one axis, one on the others, for each axis
     (``axes``: all of them together for an implementation of square problems only).
-    Extent: `extent_realisations`.
+    Batch x positions: a batch of ``value`` images of one output position, and one
+    image of ``value`` positions (as positions are). Extent: `extent_realisations`.
     """
     if derived == "extent":
         return extent_realisations(p, layouts, value, axis, axes)
+    if derived == "batch_positions":
+        return _batch_positions_realisations(p, layouts, value, axis, axes)
     out = []
     if derived == "K":
         steps = [("kernel", 1, axes), ("in_channels", value, None)], \
@@ -137,6 +157,28 @@ def realisations(p: ConvProblem, layouts: dict[str, str], derived: str, value: i
         if q is not None:
             out.append(q)
     return out
+
+
+def _batch_positions_realisations(p: ConvProblem, layouts: dict[str, str], value: int,
+                                  axis: int, axes: tuple[int, ...]
+                                  ) -> list[tuple[ConvProblem, dict[str, str]]]:
+    """``value`` images of one position, and one image of ``value`` positions each way
+    `realisations` makes them; none where the positions cannot carry the value alone
+    (one realisation would take a batch bug for one of the product)."""
+    every = tuple(range(len(p.input_size)))
+    one = with_feature(p, layouts, "outputs", 1, every)
+    single = None if one is None else with_feature(*one, "batch", 1, every)
+    if single is None:
+        return []
+    if len(every) == 1:
+        by_positions = [q for q in [with_feature(*single, "outputs", value, every)]
+                        if q is not None]
+    else:
+        by_positions = realisations(*single, "positions", value, axis, axes)
+    by_batch = with_feature(*one, "batch", value, every)
+    if not by_positions or by_batch is None:
+        return []
+    return [by_batch, *by_positions]
 
 
 def extent_realisations(p: ConvProblem, layouts: dict[str, str], value: int, axis: int,

@@ -272,8 +272,8 @@ def test_a_module_container_is_found(tmp_path):
                                                     ("pkg/m.py", "_calls")}
 
 
-#: the ContextVars of the harness: (file, name) -> why each is not yet state in the
-#: signatures (issue 58 moves them into the test's and the search's state objects)
+#: the ContextVars of the harness: (file, name) -> why each cannot be state in the
+#: signatures (a callback whose caller cannot pass it)
 CONTEXT_VARS = {
     ("conv_harness/searching/state.py", "_CURRENT"): "the test under way, for the hooks pytest calls",
 }

@@ -77,3 +77,32 @@ def test_a_fixed_sample_of_the_zoo_scores_as_pinned(tmp_path):
     assert {"conv2d", "conv2d_backward"} <= set(entry["functions"]), entry
     block = padding_and_block.entry(zoo.CAUSES["partial block of channels"])
     assert block["found_on"], block  # an archetype the sweep visited
+
+
+@pytest.mark.parametrize("index,name,stated", [
+    (12, "grad_bias a mean over batch x positions", "batch x output positions >= 2"),
+    (13, "backward of square outputs only", "outputs not square"),
+    (18, "uninitialised remainder rows", "stride remainder >= 1")])
+def test_a_trigger_states_a_product_a_relation_of_axes_and_a_garbage_cause_s_region(
+        tmp_path, index, name, stated):
+    """Each cause alone: a mean over batch x positions is the product (not "batch >= 2",
+    which one image of two positions contradicts); a backward of square outputs only
+    needs the axes to differ (2x2 passes); uninitialised rows that differ call after
+    call are mapped with every changed problem called as often as the case was."""
+    cause = zoo.CAUSES[name]
+    alone = score(zoo.alone(zoo.generate(1, index), cause), 1, tmp_path)
+    assert alone.all_exact and alone.trigger(cause), misses(alone)
+    assert stated in alone.entry(cause)["trigger"]
+
+
+def test_a_wrong_precision_in_the_forward_and_in_grad_bias_is_one_entry(tmp_path):
+    """float64 computed in float32 shows in every result; grad_bias needs a bias to
+    exist, so its finding's "with bias" is its kind's: beside that, the trigger
+    (dtype = float64, which every other dtype passing now states) and the minimal
+    problem agree with the forward's, and the two are one entry."""
+    cause = zoo.CAUSES["float64 computed in float32"]
+    alone = score(zoo.alone(zoo.generate(1, 0), cause), 1, tmp_path)
+    assert alone.all_exact and alone.trigger(cause), misses(alone)
+    entry = alone.entry(cause)
+    assert {"conv2d", "conv2d_backward"} <= set(entry["functions"]), entry
+    assert "dtype = float64" in entry["trigger"]
