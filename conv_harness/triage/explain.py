@@ -809,8 +809,10 @@ def _every_way(verdicts: list[bool | str | None]) -> bool | str | None:
     tried = [v for v in verdicts if v is not None]
     if not tried:
         return None
-    return True if all(v is True for v in tried) else (
-        False if any(v is False for v in tried) else tried[0])
+    if all(v is True for v in tried):
+        return True
+    return False if any(v is False for v in tried) else next(
+        v for v in tried if v is not True)
 
 
 def _bisect(passing: int, failing: int, tried: Callable[[int], bool | str | None]) -> int:
