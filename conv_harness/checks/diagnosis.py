@@ -52,7 +52,8 @@ def value_failures(impl: Implementation, call: Call) -> list[CheckFailure]:
     for name, actual in zip(names, call.results):
         if actual is None or expected[name] is None:
             continue
-        mismatch = compare(name, actual, expected[name], tolerance(call.case, name, magnitude, arithmetic))
+        mismatch = compare(name, actual, expected[name],
+                           tolerance(call.case, name, magnitude, arithmetic))
         if mismatch is not None:
             out.append(CheckFailure(VALUE_KIND[name], mismatch.report(), function=call.function,
                                     case=call.case))

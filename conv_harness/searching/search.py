@@ -202,34 +202,33 @@ def describe(found: Found, state: TestState, print_script: bool = False,
                              found.check)
     note = ""
     explanation = None
+    # a call that does not repeat: mapped with each changed problem called as often as
+    # its case was, any failing; its explanation is not stored (it is noise to recall)
     unrepeatable = bug.evidence.get("unrepeatable")
-    if unrepeatable:  # each changed problem called as often as the case was: any failing
-        explanation = _explanation(found, bug, book.known(target.impl.spec, fresh=True),
-                                   tries=evidence.REPEATS + 1)
-        bug.trigger, bug.conditions = explanation.one_line(), list(explanation.trigger)
-        bug.explanation = list(explanation.rows)
-        bug.trigger += (f"; does not repeat: {unrepeatable} further calls on the same "
-                        "inputs gave other results (state kept between calls, or memory "
-                        "read before it is written)")
-    elif bug.evidence.get("undeclared"):  # a precision, not a region to map
+    if bug.evidence.get("undeclared"):  # a precision, not a region to map
         bug.trigger = evidence.undeclared_trigger(bug.evidence["undeclared"])
-    elif recalled is not None:  # explained by an earlier run sharing the database
+    elif recalled is not None and not unrepeatable:  # explained by an earlier run
         old, explanation, raw, source = recalled
         state.recalled.append((raw, source))
         bug.trigger, bug.conditions = old.trigger, list(old.conditions)
         bug.explanation = list(old.explanation)
         note = "\n" + stored.note(source)
     else:
-        explanation = _explanation(found, bug, book.known(target.impl.spec, fresh=True))
+        explanation = _explanation(found, bug, book.known(target.impl.spec, fresh=True),
+                                   tries=evidence.REPEATS + 1 if unrepeatable else None)
         smaller = (_reshrunk(found, explanation.smaller)
                    if explanation.smaller is not None and not comes_and_goes
-                   and reshrunk < MAX_RESHRINKS else None)
+                   and not unrepeatable and reshrunk < MAX_RESHRINKS else None)
         if smaller is not None:
             return describe(smaller, state, print_script, reshrunk + 1)
         bug.trigger, bug.conditions = explanation.one_line(), list(explanation.trigger)
         bug.explanation = list(explanation.rows)
         if comes_and_goes:
             bug.trigger += "; " + evidence.fails_in_text(bug.evidence, found.tries)
+        if unrepeatable:
+            bug.trigger += (f"; does not repeat: {unrepeatable} further calls on the same "
+                            "inputs gave other results (state kept between calls, or "
+                            "memory read before it is written)")
     if bug.conditions and bug.explanation and failure.function:
         other = boundary.across(target.impl, bug, case, bug.explanation,
                                 book.known(target.impl.spec, fresh=True),
@@ -239,7 +238,7 @@ def describe(found: Found, state: TestState, print_script: bool = False,
             bug.evidence["boundary"] = f"{other.failure} across its boundary"
             return _as_sighting(book, found, bug, other, own_region=True)
     bug.cause = causes.new_id()
-    if recalled is None and explanation is not None:
+    if recalled is None and explanation is not None and not unrepeatable:
         stored.remember(key, target.impl.target, bug, explanation)
     bug.report = _bug_text(found, bug.trigger, explanation, print_script) + note
     book.publish(target.impl.spec, bug)

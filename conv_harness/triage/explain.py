@@ -232,16 +232,25 @@ class Explanation:
             for v in sorted(set(row.fails) | set(row.passes) | set(other), key=_sort_key):
                 mark = "FAIL" if v in row.fails else "pass" if v in row.passes else other[v]
                 mark += counts.get(v, "")
-                shown = (("held" if v else "broken") if row.feature in ties.CROSSING_BY_NAME
-                         else ("unequal" if v else "made equal")
-                         if row.feature in ft.UNEQUAL_NAMES else "broken" if row.feature in ties.BY_NAME and not v else _show(v))
-                cells.append(f"{shown}{'*' if v == row.minimal else ''}:{mark}")
+                cells.append(f"{_cell_value(row.feature, v)}{'*' if v == row.minimal else ''}"
+                             f":{mark}")
             lines.append("  " + _row_label(row).ljust(width) + "  ".join(cells))
         return "\n".join(lines)
 
 
 def _sort_key(v: Any) -> tuple:
     return (0, v, "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0, str(v))
+
+
+def _cell_value(feature: str, v: Any) -> str:
+    """A value of ``feature`` as the explanation's table shows it."""
+    if feature in ties.CROSSING_BY_NAME:
+        return "held" if v else "broken"
+    if feature in ft.UNEQUAL_NAMES:
+        return "unequal" if v else "made equal"
+    if feature in ties.BY_NAME and not v:
+        return "broken"
+    return _show(v)
 
 
 def _row_label(row: Row) -> str:
@@ -261,10 +270,9 @@ def trigger_line(rows: tuple[Row, ...], trigger: tuple[Condition, ...],
         head = "fails on the simplest problem: no feature is needed"
     # a product's or a relation's components: single changes of them say nothing alone
     # (batch 1 passes at one output position, not at two)
-    in_trigger = {c.feature for c in trigger} | {
-        part for c in trigger for part in ft.DERIVED.get(c.feature, ())} | {
-        part for size, name in ft.UNEQUAL.items() if name in {c.feature for c in trigger}
-        for part in ft.FOLLOWS.get(size, {size})}
+    named = {c.feature for c in trigger}
+    in_trigger = named.union(*(ft.DERIVED.get(f, ()) for f in named), *(
+        ft.FOLLOWS[size] for size, name in ft.UNEQUAL.items() if name in named))
     passes_also = [f"{ft.LABELS.get(r.feature, r.feature)} {', '.join(map(_show, r.passes))}"
                    for r in rows if r.feature not in in_trigger and r.passes and r.fails]
     trivial = trivial or {}
@@ -728,7 +736,7 @@ def _unequal(p: ConvProblem, layouts: dict[str, str], trials: _Trials,
     every = tuple(range(len(p.input_size)))
     for size, name in ft.UNEQUAL.items():
         values = current[size]
-        follows = ft.FOLLOWS.get(size, frozenset({size}))
+        follows = ft.FOLLOWS[size]
         if len(set(values)) < 2 or not any(c.feature in follows for c in trigger):
             continue
         evened = [ft.with_feature(p, layouts, size, v, every) for v in sorted(set(values))]

@@ -55,7 +55,8 @@ UNEQUAL: dict[str, str] = {"outputs": "outputs_unequal", "kernel": "kernel_unequ
 UNEQUAL_NAMES: frozenset[str] = frozenset(UNEQUAL.values())
 FOLLOWS: dict[str, frozenset[str]] = {
     "outputs": frozenset({"outputs", "positions", "batch_positions"}),
-    "kernel": frozenset({"kernel", "K"})}
+    "kernel": frozenset({"kernel", "K"}),
+    **{size: frozenset({size}) for size in ("stride", "padding", "dilation")}}
 #: derived features with a value per spatial axis
 AXIS_DERIVED: frozenset[str] = frozenset({"extent"})
 #: every feature whose value is a tuple, one per spatial axis
@@ -162,19 +163,17 @@ def realisations(p: ConvProblem, layouts: dict[str, str], derived: str, value: i
 def _batch_positions_realisations(p: ConvProblem, layouts: dict[str, str], value: int,
                                   axis: int, axes: tuple[int, ...]
                                   ) -> list[tuple[ConvProblem, dict[str, str]]]:
-    """``value`` images of one position, and one image of ``value`` positions each way
-    `realisations` makes them; none where the positions cannot carry the value alone
-    (one realisation would take a batch bug for one of the product)."""
+    """``value`` images of one position, and one image of ``value`` positions on each axis
+    (as `realisations` makes positions, in one dimension too); none where the positions
+    cannot carry the value alone (one realisation would take a batch bug for one of the
+    product)."""
     every = tuple(range(len(p.input_size)))
     one = with_feature(p, layouts, "outputs", 1, every)
     single = None if one is None else with_feature(*one, "batch", 1, every)
-    if single is None:
+    if single is None or len(axes) > 1:  # square problems only: no axis carries them
         return []
-    if len(every) == 1:
-        by_positions = [q for q in [with_feature(*single, "outputs", value, every)]
-                        if q is not None]
-    else:
-        by_positions = realisations(*single, "positions", value, axis, axes)
+    by_positions = [q for q in (with_feature(*single, "outputs", value, (a,)) for a in every)
+                    if q is not None]
     by_batch = with_feature(*one, "batch", value, every)
     if not by_positions or by_batch is None:
         return []
