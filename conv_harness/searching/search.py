@@ -53,7 +53,7 @@ from conv_harness.problem import ConvCase, in_fewer_dimensions
 from conv_harness.running.calling import CheckFailure
 from conv_harness.specs import is_path, split_spec
 from conv_harness.running.target import Target
-from conv_harness.searching.state import Budget, Found, RunState, TestState, running
+from conv_harness.searching.state import Budget, Found, RunState, SearchState, TestState, running
 from conv_harness.triage import boundary, causes, evidence
 from conv_harness.triage.catalog import Bug, part_of, signature
 from conv_harness.triage.causes import CauseBook
@@ -129,31 +129,27 @@ def follow_up(state: TestState, target: Target, check: str, known: list[Bug],
     set_key(search, key)
     if state.seed is not None:
         search = hypothesis.seed(follow_up_seed(key, state.seed))(search)
-    state.found = []
-    state.last_failing = None
-    state.excluded, ran_before = 0, state.budget.examples
+    this = state.search = SearchState(focus=focus, tries=tries)
+    ran_before = state.budget.examples
     state.run.book.freeze()  # what other searches found by now is excluded from this one
-    state.focus, state.tries = focus, tries
     try:
         search()
-    except Exception as error:  # noqa: BLE001 - a finding is in state.found; else say what ended it
-        found = state.take_found()
+    except Exception as error:  # noqa: BLE001 - a finding is in this.found; else say what ended it
+        found = this.take_found()
         if found:
             return found, None
-        last = state.last_failing
+        last = this.last_failing
         if isinstance(error, FlakyFailure) and last is not None and last.target is target:
             # it failed, then passed when Hypothesis replayed it: a result that does not
             # repeat, a finding (triage's `_bug_of`), not the end of the search
             return [dataclasses.replace(last, repeats=False, tries=tries)], None
-        if isinstance(error, Unsatisfiable) and state.excluded:
+        if isinstance(error, Unsatisfiable) and this.excluded:
             # Hypothesis's advice on filters names nothing the user wrote
-            return [], (f"no draw could be run: {state.excluded} of them lay in the "
+            return [], (f"no draw could be run: {this.excluded} of them lay in the "
                         "regions of the bugs above")
         first = (str(error).strip().splitlines() or [""])[0]
         return [], f"{type(error).__name__}: {first}".rstrip(": ")
-    finally:
-        state.focus, state.tries = None, 1
-    state.searched = (state.budget.examples - ran_before, state.excluded)
+    state.searched = (state.budget.examples - ran_before, this.excluded)
     if not state.budget.spent():  # every example was run
         stored.remember_searched(key, target.impl.target)
     return [], None
@@ -611,7 +607,7 @@ def conclude(state: TestState, target: Target, check: str, error: BaseException 
     cause; the triaged bugs otherwise. An error that left no finding is no verdict of
     ours: it is raised again."""
     # the first search has ended: the sweep, begun or not, ends now or not at all
-    begun, state.sweep = state.sweep, None
+    begun, state.search.sweep = state.search.sweep, None
     if error is None:
         first = swept(state, target, check, begun)
         if not first:
@@ -624,8 +620,8 @@ def conclude(state: TestState, target: Target, check: str, error: BaseException 
                 "found by other searches (not shrunk nor explained again; see their "
                 "entries in the summary):", *_met_lines(state.run.book, met, target)]))
     else:
-        first = state.take_found()
-        last = state.last_failing
+        first = state.search.take_found()
+        last = state.search.last_failing
         if not first and isinstance(error, FlakyFailure) and last is not None \
                 and last.target is target:
             # it failed, then passed when Hypothesis replayed it: a finding that does not
@@ -667,7 +663,7 @@ def under_way(run: RunState, target: Target, check: str, budget: float | None,
     state = TestState(run=run, budget=Budget.starting_now(budget),
                       tally=tally if tally is not None else Tally())
     if state.budget.deadline is not None:
-        state.sweep = sweep.Sweep(state, target, check)
+        state.search.sweep = sweep.Sweep(state, target, check)
     with running(state):
         run.calls.spec = target.impl.spec
         try:

@@ -4,7 +4,7 @@ A conformance test (implementation x operation x check) runs several
 Hypothesis searches (the first, then follow-ups that exclude the bugs found:
 conv_harness/searching/search.py), each calling `conv_harness.searching.suite.run` once per example.
 What those calls leave for the triage, and what the triage reads back, is a
-`TestState`: the plugin creates one per test (`BugSearch.pytest_runtest_call`)
+`TestState`, with the search under way's own fields in its `SearchState`: the plugin creates one per test (`BugSearch.pytest_runtest_call`)
 and makes it current for the test with `running`; the ``@given`` bodies, which
 Hypothesis calls with the drawn data only, find it with `current`, and every
 function below them takes it as an argument.
@@ -21,7 +21,7 @@ import time
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Protocol
 
 
 from conv_harness.problem import ConvCase, ConvProblem
@@ -31,7 +31,8 @@ from conv_harness.running.target import Target
 from conv_harness.triage.catalog import Bug
 from conv_harness.triage.causes import CauseBook
 from conv_harness.triage.history import CallLog
-from strategies.problems import Bounds
+from strategies.archetypes import Archetype
+from strategies.problems import Bounds, Focus
 
 
 @dataclass
@@ -135,6 +136,53 @@ class RunState:
     given: tuple[ConvProblem, ...] | None = None
 
 
+class SweepUnderWay(Protocol):
+    """The catalogue sweep of a test while its first search runs
+    (conv_harness/searching/sweep.py's `Sweep`), as that search sees it."""
+
+    #: how many visits it plans
+    visits: int
+
+    def step(self) -> None:
+        """Make one visit."""
+
+    def finish(self) -> list:
+        """Make the visits left: those that failed."""
+
+
+@dataclass
+class SearchState:
+    """What one Hypothesis search of a test (its first, or a follow-up) draws with and
+    leaves for the triage: `conv_harness.searching.suite.run` reads and writes it on
+    each example, and the search's caller reads what it found once it ended."""
+
+    #: while a search is focused on an archetype the catalogue sweep failed on
+    #: (conv_harness/searching/sweep.py): that archetype and its neighbour's feature
+    focus: Focus | None = None
+    #: calls of the implementation per example (`Found.tries`)
+    tries: int = 1
+    #: under ``--conv-budget``, the first search's catalogue sweep to come, should the
+    #: search pass: until it fails, the search keeps time for the sweep's ``visits``
+    #: (`Budget.kept_for`), and once it only draws, each call makes a visit
+    #: (`SweepUnderWay.step`); None for a follow-up, and without a budget
+    sweep: SweepUnderWay | None = None
+    #: the final (shrunk) failures, in order (`take_found`)
+    found: list[Found] = field(default_factory=list)
+    #: the last failing example (shrunk or not): what is left to report when
+    #: Hypothesis's final replay of a failure passes (history dependence)
+    last_failing: Found | None = None
+    #: the problem the search first failed on, before shrinking, and the archetype its
+    #: draw started from (`strategies.archetypes.origin`)
+    first_failed: tuple[ConvProblem, Archetype | None] | None = None
+    #: problems drawn in a known bug's trigger region and skipped unrun
+    #: (conv_harness/searching/suite.py)
+    excluded: int = 0
+
+    def take_found(self) -> list[Found]:
+        found, self.found = self.found, []
+        return found
+
+
 @dataclass
 class TestState:
     """What one conformance test's searches found and used, from its start to its report."""
@@ -144,48 +192,25 @@ class TestState:
     #: the run this test belongs to
     run: RunState = field(default_factory=RunState)
     budget: Budget = field(default_factory=Budget)
-    #: the final (shrunk) failures of the current search, in order (`take_found`)
-    found: list[Found] = field(default_factory=list)
+    #: the search under way (or the last one)
+    search: SearchState = field(default_factory=SearchState)
     #: failures that a cause known run-wide covers, by cause id: [its first finding, how
     #: many examples showed it]
     sightings: dict[str, list] = field(default_factory=dict)
-    #: the last failing example (shrunk or not): what is left to report when
-    #: Hypothesis's final replay of a failure passes (history dependence)
-    last_failing: Found | None = None
-    #: the problem each search first failed on, before shrinking, and the archetype its
-    #: draw started from, by search (`conv_harness.searching.suite.search_key`)
-    first_failed: dict[tuple, tuple[ConvProblem, Any]] = field(default_factory=dict)
     #: bugs rebuilt from stored triage (conv_harness/triage/stored.py): (bug JSON, source)
     recalled: list[tuple[dict[str, Any], str]] = field(default_factory=list)
     #: where the follow-up searches skipped as searched before were recorded
     skipped: list[str] = field(default_factory=list)
-    #: while a search is focused on an archetype the catalogue sweep failed on
-    #: (conv_harness/searching/sweep.py): that archetype and its neighbour's feature, else None
-    focus: tuple[Any, str | None] | None = None
-    #: calls of the implementation per example in the current search (`Found.tries`)
-    tries: int = 1
     #: the test's Hypothesis seed where one was given (`search_in_process`): each
     #: follow-up search then draws from a seed of its own derived from it, as each
     #: search of a default run draws from a random one; None: Hypothesis's settings decide
     seed: int | None = None
-    #: problems the current search drew in a known bug's trigger region and skipped
-    #: unrun (conv_harness/searching/suite.py)
-    excluded: int = 0
     #: (examples run, problems skipped) of the last search that ended without a finding:
     #: a follow-up whose draws lay almost all in the known bugs' regions runs fewer
     #: examples than its setting before Hypothesis gives it up, and says so
     searched: tuple[int, int] = (0, 0)
-    #: under ``--conv-budget``, the catalogue sweep to come after the test's first search,
-    #: should it pass (conv_harness/searching/sweep.py's `Sweep`): until it fails, that search
-    #: keeps time for the sweep's ``visits`` (`Budget.kept_for`), and once it only
-    #: draws, each call makes a visit (`Sweep.step`); None otherwise and once it ended
-    sweep: Any = None
     #: what the test's cases and calls exercised, for the run summary
     tally: Tally = field(default_factory=Tally)
-
-    def take_found(self) -> list[Found]:
-        found, self.found = self.found, []
-        return found
 
     def take_sightings(self) -> list[Bug]:
         """The run-wide causes this test met, each with its count as its report."""

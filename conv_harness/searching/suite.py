@@ -139,11 +139,6 @@ def save_failure(target: Target, failure: CheckFailure, ran: str, text: str,
         return None
 
 
-def search_key(target: Target, check: str, known: Sequence[Bug]) -> tuple:
-    """One search of a test: its first, or a follow-up with these bugs known."""
-    return target.impl.spec, target.op, check, tuple(bug.cause for bug in known)
-
-
 def found_on(first: ConvProblem, drawn_from: archetypes.Archetype | None,
              shrunk: ConvProblem) -> str | None:
     """The report's line naming the archetype a search first failed on: the one its
@@ -387,10 +382,11 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
     caps = check_capabilities(target, check)
     strategy = case_strategy(check, target.op, caps,
                              budget_bounds(state.budget, target, check, caps, state.tally),
-                             state.focus,
+                             state.search.focus,
                              state.run.given)
     # Until it fails, a test's first search keeps the catalogue sweep's time.
-    sweep = state.sweep if state.last_failing is None else None
+    search = state.search
+    sweep = search.sweep if search.last_failing is None else None
     keep = state.budget.kept_for(sweep.visits) if sweep is not None else 0.0
     if state.budget.spent(keep) and not current_build_context().is_final:
         # Out of time: the case is still drawn (Hypothesis requires the same
@@ -403,14 +399,14 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
         return
     case = data.draw(strategy, label="case")
     if in_known_region(case, known):
-        state.excluded += 1
+        search.excluded += 1
         reject()  # a follow-up search: that bug's trigger is excluded (and not counted)
     if REGISTRY[check].tallied:
         state.tally.record(features(case))
     drawn_from = case.problem.drawn_from
     _reach(state.tally, case)
     state.budget.examples += 1
-    for _ in range(state.tries):  # a failure that comes and goes: any call failing counts
+    for _ in range(search.tries):  # a failure that comes and goes: any call failing counts
         failures = examined(state, check, target, case)
         report_events(target, state.tally)
         fresh = not_known(failures, known)
@@ -421,21 +417,21 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
         return
     failure = fresh[0]
     text = failure_text(target.impl, case, failure, check)
-    state.last_failing = Found(target, check, failure, case, text, None,
+    search.last_failing = Found(target, check, failure, case, text, None,
                                state.run.calls.snapshot())
     failed_on = (failure.case if failure.case is not None else case).problem
     if current_build_context().is_final:
-        path = save_failure(target, failure, check, text, case, state.tries)
+        path = save_failure(target, failure, check, text, case, search.tries)
         state.run.calls.keep(path)  # the calls that led to it, before triage makes its own
-        first, first_drawn = state.first_failed.pop(search_key(target, check, known),
-                                                    (failed_on, drawn_from))
+        first, first_drawn = search.first_failed or (failed_on, drawn_from)
+        search.first_failed = None
         where = archetypes.origin(first, first_drawn)
         origin = _found_on_line(where, first, failed_on)
         if origin is not None:  # in the report, not in the case file (its name is a hash)
             lines = text.split("\n")
             text = "\n".join(lines[:3] + [origin] + lines[3:])
-        state.found.append(Found(target, check, failure, case, text, path,
-                                 found_on=where or "", tries=state.tries))
-    else:
-        state.first_failed.setdefault(search_key(target, check, known), (failed_on, drawn_from))
+        search.found.append(Found(target, check, failure, case, text, path,
+                                  found_on=where or "", tries=search.tries))
+    elif search.first_failed is None:
+        search.first_failed = (failed_on, drawn_from)
     raise CheckFailure(failure.check, text) from None

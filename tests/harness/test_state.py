@@ -71,8 +71,9 @@ def test_a_search_in_process_leaves_its_finding_in_its_state_only(tmp_path):
         found, ended = search.follow_up(state, target, "grad_input", [])
     assert ended is None and len(found) == 1
     assert found[0].failure.check == "grad_input" and found[0].case_file is not None
-    assert state.found == [] and state.budget.examples > 0
-    assert other.found == [] and other.budget.examples == 0 and other.last_failing is None
+    assert state.search.found == [] and state.budget.examples > 0
+    assert other.search.found == [] and other.budget.examples == 0
+    assert other.search.last_failing is None
 
 
 def test_a_test_with_its_budget_spent_before_it_starts_gets_one_example(tmp_path):
@@ -373,9 +374,10 @@ def test_a_follow_up_counts_what_it_excluded_and_only_what_it_ran_as_tried(tmp_p
     tally = state.tally
     with _profile(max_examples=30, derandomize=True):
         found, ended = search.follow_up(state, target, "forward", [every])
-    assert found == [] and ended == (f"no draw could be run: {state.excluded} of them lay in "
+    excluded = state.search.excluded
+    assert found == [] and ended == (f"no draw could be run: {excluded} of them lay in "
                                      "the regions of the bugs above")
-    assert state.excluded > 0 and tally.features["examples"] == 0
+    assert excluded > 0 and tally.features["examples"] == 0
 
 
 def test_a_further_search_that_found_nothing_says_what_it_did_not_run(monkeypatch, tmp_path):
