@@ -85,7 +85,6 @@ which independent draws rarely make (conv_harness/ties.py):
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 
@@ -211,18 +210,6 @@ def _wide_blocked(conv, x, weight, bias, kw):
 #: draws never reach that many channels; the sweep visits the declared problem
 wide_blocked = _module(conv2d=_wrapped("conv2d", _wide_blocked))
 wide_blocked.HARNESS_PATHS = {"wide blocked": ["conv2d float32 mb1ic160ih2iw2oc8kh1kw1"]}
-
-
-def _wide_blocked_slow(conv, x, weight, bias, kw):
-    time.sleep(0.03)
-    return _wide_blocked(conv, x, weight, bias, kw)
-
-
-#: the same, 30 ms a call: a search of 100 examples takes longer than a budget of
-#: three seconds, in which its sweep's visits fit
-wide_blocked_slow = _module(conv2d=_wrapped("conv2d", _wide_blocked_slow))
-wide_blocked_slow.HARNESS_PATHS = wide_blocked.HARNESS_PATHS
-
 
 
 def _gemm_tie(conv, x, weight, bias, kw, least: int = 2):

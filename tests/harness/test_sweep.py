@@ -26,8 +26,9 @@ from conv_harness import run
 from conv_harness.reporting.summary import Summary
 from conv_harness.running.loader import SpecError, load_implementation
 from conv_harness.running.target import Target
+from conv_harness.searching import state as search_state
+from conv_harness.searching import suite, sweep
 from conv_harness.searching.state import RunState, TestState
-from conv_harness.searching import sweep
 from conv_harness.searching.search import search_in_process
 from strategies import DEFAULT_BOUNDS, archetypes, catalogue, conv_problems
 from tests.harness import fast_paths
@@ -199,25 +200,45 @@ settings.register_profile("harness-test-1000", settings.get_profile("harness-tes
                           max_examples=1000)
 
 
-@pytest.mark.parametrize("impl,profile,budget", [
-    # 30 ms a call: the profile's 100 examples take longer than the budget
-    ("wide_blocked_slow", "harness-test", 3.0),
+class _StepClock:
+    """Stands in for the `time` module of the budget's code (conv_harness/searching/
+    state.py and suite.py): a clock that moves only when read, ``step`` seconds a
+    reading, so that a budget runs out after a count of the harness's own steps, the
+    same on any machine under any load."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def monotonic(self) -> float:
+        self.now += self.step
+        return self.now
+
+    perf_counter = monotonic
+
+
+@pytest.mark.parametrize("profile,budget,step", [
+    # 30 ms a reading: the profile's 100 examples take longer than the budget
+    ("harness-test", 3.0, 0.03),
     # 1000 examples: drawn, run or not, they take longer than the budget
-    ("wide_blocked", "harness-test-1000", 1.0)])
+    ("harness-test-1000", 1.0, 0.001)])
 def test_a_budget_its_search_would_spend_alone_leaves_the_sweep_its_visits(
-        impl, profile, budget, tmp_path, monkeypatch):
+        profile, budget, step, tmp_path, monkeypatch):
     """Under --conv-budget, the first search keeps time for the catalogue sweep after
     it (twice its visits' estimate, at most half the budget), and once it only draws,
     each of Hypothesis's calls makes a visit, the declared paths' first: so the bug on
     the declared path, which only the sweep reaches, is still found. Spending the
     budget alone, with the sweep after the last draw, the search left it no visit."""
+    clock = _StepClock(step)
+    monkeypatch.setattr(search_state, "time", clock)
+    monkeypatch.setattr(suite, "time", clock)
     failures = tmp_path / "failures"
-    bugs, out = triaged(f"{HERE / 'fast_paths.py'}:{impl}",
+    bugs, out = triaged(f"{HERE / 'fast_paths.py'}:wide_blocked",
                         ("delta_kernel",), ("conv2d",), failures, budget=budget,
                         profile=profile)
     (bug,) = bugs
     assert bug["params"]["in_channels"] == 160, bug
     assert "found on:   its declared path 'wide blocked' (the catalogue sweep" in out
+    assert clock.now > budget  # the budget did run out
 
 
 def test_each_declared_path_gets_examples_in_every_swept_check(tmp_path):
