@@ -53,7 +53,16 @@ from conv_harness.problem import ConvCase, in_fewer_dimensions
 from conv_harness.running.calling import CheckFailure
 from conv_harness.specs import is_path, split_spec
 from conv_harness.running.target import Target
-from conv_harness.searching.state import Budget, Found, RunState, SearchState, TestState, running
+from conv_harness.searching.state import (
+    Budget,
+    BudgetSpent,
+    Found,
+    RunState,
+    SearchState,
+    SweepUnderWay,
+    TestState,
+    running,
+)
 from conv_harness.triage import boundary, causes, evidence
 from conv_harness.triage.catalog import Bug, part_of, signature
 from conv_harness.triage.causes import CauseBook
@@ -134,6 +143,8 @@ def follow_up(state: TestState, target: Target, check: str, known: list[Bug],
     state.run.book.freeze()  # what other searches found by now is excluded from this one
     try:
         search()
+    except BudgetSpent:
+        pass  # it found nothing before --conv-budget ran out
     except Exception as error:  # noqa: BLE001 - a finding is in this.found; else say what ended it
         found = this.take_found()
         if found:
@@ -606,10 +617,12 @@ def conclude(state: TestState, target: Target, check: str, error: BaseException 
     how it ended (``error``, None: it passed): None when it passed and met no known
     cause; the triaged bugs otherwise. An error that left no finding is no verdict of
     ours: it is raised again."""
-    # the first search has ended: the sweep, begun or not, ends now or not at all
-    begun, state.search.sweep = state.search.sweep, None
+    if isinstance(error, BudgetSpent):
+        error = None  # it passed every example it had the time to run
+    # the first search has ended: its sweep is made now or not at all
+    planned, state.search.sweep = state.search.sweep, None
     if error is None:
-        first = swept(state, target, check, begun)
+        first = swept(state, target, check, planned)
         if not first:
             met = state.take_sightings()
             if not met:
@@ -636,13 +649,13 @@ def conclude(state: TestState, target: Target, check: str, error: BaseException 
 
 
 def swept(state: TestState, target: Target, check: str,
-          begun: sweep.Sweep | None = None, known: list[Bug] = ()) -> list[Found]:
-    """After a search that passed: the catalogue sweep (conv_harness/searching/sweep.py), or
-    the rest of the one ``begun`` while it only drew, and for its first failure a
+          planned: SweepUnderWay | None = None, known: list[Bug] = ()) -> list[Found]:
+    """After a search that passed: the catalogue sweep (conv_harness/searching/sweep.py),
+    the one ``planned`` when the test started where given, and for its first failure a
     search focused on that archetype; what that found, else the visit's own case, not
     shrunk. Empty where the sweep passed. ``known``: bugs whose regions the sweep
     leaves out and whose failures do not count (after a follow-up search that passed)."""
-    missed = (begun or sweep.Sweep(state, target, check, list(known))).finish()
+    missed = (planned or sweep.Sweep(state, target, check, list(known))).finish()
     if not missed:
         return []
     visit, failure = missed[0]

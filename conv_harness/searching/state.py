@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import unittest
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,9 +73,8 @@ class SizeChoice:
 
 
 #: What `Budget.kept_for` keeps per example to come, in examples run so far: a visit of
-#: the catalogue sweep is an archetype's problem, larger than most random draws, each
-#: visit made while the search only draws shares its call with a draw
-#: (conv_harness/searching/suite.py), and the machine's load may change meanwhile.
+#: the catalogue sweep is an archetype's problem, larger than most random draws, and
+#: the machine's load may change meanwhile.
 KEEP_MARGIN = 2.0
 #: The most of a budget kept for later: the search before it keeps the rest.
 KEEP_SHARE = 0.5
@@ -84,9 +84,10 @@ KEEP_SHARE = 0.5
 class Budget:
     """The time left for one test (``--conv-budget``), and what it chose for the test.
 
-    ``deadline`` is None without a budget. Once it has passed, further examples
-    are drawn but not run (conv_harness/searching/suite.py), except that a test always runs
-    at least one: a verdict with no example behind it says nothing.
+    ``deadline`` is None without a budget. Once it has passed, a search that has
+    found nothing ends (`BudgetSpent`), and one shrinking a failure draws its
+    examples but does not run them (conv_harness/searching/suite.py), except that a
+    test always runs at least one: a verdict with no example behind it says nothing.
     """
 
     seconds: float | None = None
@@ -121,6 +122,18 @@ class Budget:
         return 0.0 if self.deadline is None else self.deadline - time.monotonic()
 
 
+class BudgetSpent(unittest.SkipTest):
+    """Raised by a search's example once ``--conv-budget`` is spent and nothing has
+    failed: the search ends, and passed (conv_harness/searching/search.py's `conclude`).
+
+    A skip, because Hypothesis re-raises one at once, without shrinking nor trying
+    other examples (its ``skip_exceptions_to_reraise``); the examples left, drawn
+    and not run, would each cost a draw, up to the profile's ``max_examples``."""
+
+    def __init__(self) -> None:
+        super().__init__("--conv-budget spent; nothing failed")
+
+
 @dataclass
 class RunState:
     """What this process's share of one pytest run knows across its tests: the book of
@@ -143,9 +156,6 @@ class SweepUnderWay(Protocol):
     #: how many visits it plans
     visits: int
 
-    def step(self) -> None:
-        """Make one visit."""
-
     def finish(self) -> list:
         """Make the visits left: those that failed."""
 
@@ -163,8 +173,8 @@ class SearchState:
     tries: int = 1
     #: under ``--conv-budget``, the first search's catalogue sweep to come, should the
     #: search pass: until it fails, the search keeps time for the sweep's ``visits``
-    #: (`Budget.kept_for`), and once it only draws, each call makes a visit
-    #: (`SweepUnderWay.step`); None for a follow-up, and without a budget
+    #: (`Budget.kept_for`) and ends once only that time is left; None for a follow-up,
+    #: and without a budget
     sweep: SweepUnderWay | None = None
     #: the final (shrunk) failures, in order (`take_found`)
     found: list[Found] = field(default_factory=list)

@@ -32,7 +32,7 @@ from conv_harness.running.calling import CheckFailure, Observed
 from conv_harness.running.capabilities import Capabilities
 from conv_harness.running.loader import Implementation
 from conv_harness.running.target import Target
-from conv_harness.searching.state import Budget, Found, SizeChoice, TestState
+from conv_harness.searching.state import Budget, BudgetSpent, Found, SizeChoice, TestState
 from conv_harness.searching.state import current as current_state
 from conv_harness.triage import causes
 from conv_harness.triage.catalog import Bug, in_known_region, not_known
@@ -384,18 +384,19 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
                              budget_bounds(state.budget, target, check, caps, state.tally),
                              state.search.focus,
                              state.run.given)
-    # Until it fails, a test's first search keeps the catalogue sweep's time.
     search = state.search
+    # Until it fails, a test's first search keeps the catalogue sweep's time.
     sweep = search.sweep if search.last_failing is None else None
     keep = state.budget.kept_for(sweep.visits) if sweep is not None else 0.0
     if state.budget.spent(keep) and not current_build_context().is_final:
         # Out of time: the case is still drawn (Hypothesis requires the same
-        # choices to draw the same way) but not run nor counted, so the rest of
-        # the search costs only drawing; a shrink in progress keeps the
-        # smallest failure so far, which the final replay, never skipped, reports.
+        # choices to draw the same way) but not run nor counted. Where nothing
+        # failed, the search ends here; a shrink in progress goes on at the cost of
+        # drawing only, keeping the smallest failure so far, which the final
+        # replay, never skipped, reports.
         data.draw(strategy, label="case")
-        if sweep is not None:
-            sweep.step()  # the draws outlast the deadline: the sweep's visits go first
+        if search.last_failing is None:
+            raise BudgetSpent()
         return
     case = data.draw(strategy, label="case")
     if in_known_region(case, known):

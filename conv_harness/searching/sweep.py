@@ -17,8 +17,6 @@ the finding, not shrunk, and its report says so.
 
 from __future__ import annotations
 
-from typing import Iterator
-
 from conv_harness.searching import suite
 from conv_harness.checks.registry import REGISTRY
 from conv_harness.running.calling import CheckFailure
@@ -62,40 +60,33 @@ def planned(state: TestState, target: Target, check: str) -> tuple[catalogue.Vis
 
 
 class Sweep:
-    """The sweep of one test, made one visit at a time (`step`) or to its end
-    (`finish`), which may begin while its first search still runs: under
-    ``--conv-budget`` that search, once it stops running examples, still makes every
-    draw Hypothesis asks for, and each of those calls makes a visit too
-    (conv_harness/searching/suite.py), before the deadline those draws would outlast."""
+    """The sweep of one test, planned when the test starts and made (`finish`) after
+    its first search passed: under ``--conv-budget`` that search keeps time for the
+    planned ``visits``, and ends once only that time is left."""
 
     def __init__(self, state: TestState, target: Target, check: str,
                  known: list[Bug] | None = None) -> None:
-        planned_visits = planned(state, target, check)
+        self._state, self._target, self._check = state, target, check
+        self._planned = planned(state, target, check)
+        self._known = known or []
         #: how many visits it plans (before --conv-budget's sizes leave some out)
-        self.visits = len(planned_visits)
-        #: the visits whose failure no cause known run-wide covers, so far
-        self.missed: list[Missed] = []
-        self._steps = _visiting(state, target, check, planned_visits, self.missed,
-                                known or [])
-
-    def step(self) -> None:
-        next(self._steps, None)
+        self.visits = len(self._planned)
 
     def finish(self) -> list[Missed]:
-        for _ in self._steps:
-            pass
-        return self.missed
+        """Make the visits: those whose failure no cause known run-wide covers."""
+        return _visited(self._state, self._target, self._check, self._planned,
+                        self._known)
 
 
-def _visiting(state: TestState, target: Target, check: str,
-              visits: tuple[catalogue.Visit, ...], missed: list[Missed],
-              known: list[Bug]) -> Iterator[None]:
-    """Call ``check`` once on each of the ``visits`` of ``target``'s operation, one a
-    step; the visits whose failure no cause known run-wide covers go to ``missed``.
-    A visit in a ``known`` bug's trigger region is not made, and a failure a known
-    bug covers does not count, as in a follow-up search (conv_harness/searching/suite.py)."""
+def _visited(state: TestState, target: Target, check: str,
+             visits: tuple[catalogue.Visit, ...], known: list[Bug]) -> list[Missed]:
+    """Call ``check`` once on each of the ``visits`` of ``target``'s operation: the
+    visits whose failure no cause known run-wide covers. A visit in a ``known``
+    bug's trigger region is not made, and a failure a known bug covers does not
+    count, as in a follow-up search (conv_harness/searching/suite.py)."""
+    missed: list[Missed] = []
     if not visits:
-        return
+        return missed
     caps = suite.check_capabilities(target, check)
     chosen = state.budget.chosen.bounds if state.budget.chosen is not None else None
     if chosen is not None:
@@ -109,7 +100,7 @@ def _visiting(state: TestState, target: Target, check: str,
         if state.budget.spent():
             state.tally.note(f"catalogue sweep of {target.op} {check} cut short by "
                              f"--conv-budget: {done} of {len(visits)} visits made")
-            return
+            break
         case = REGISTRY[check].visit_case(visit.case())
         if case is None or caps.excludes(case):
             continue  # the check's own cases cannot hold this problem
@@ -123,7 +114,7 @@ def _visiting(state: TestState, target: Target, check: str,
         fresh = [f for f in fresh if not suite.sighted(state, target, check, f, case)]
         if fresh:
             missed.append((visit, fresh[0]))
-        yield
+    return missed
 
 
 def sweep(state: TestState, target: Target, check: str) -> list[Missed]:

@@ -76,14 +76,18 @@ def test_a_search_in_process_leaves_its_finding_in_its_state_only(tmp_path):
     assert other.search.last_failing is None
 
 
-def test_a_test_with_its_budget_spent_before_it_starts_gets_one_example(tmp_path):
-    """--conv-budget smaller than the start-up: one example, then drawn but not run."""
+def test_a_test_with_its_budget_spent_before_it_starts_gets_one_example(tmp_path, monkeypatch):
+    """--conv-budget smaller than the start-up: one example, and the search ends, not
+    drawing the rest of its ``max_examples``."""
     target = _target("conv_impl.einsum", "conv2d", tmp_path)
     state = TestState(budget=Budget.starting_now(1e-9))
+    calls = []
+    run = suite.run
+    monkeypatch.setattr(suite, "run", lambda *args, **kw: calls.append(1) or run(*args, **kw))
     with _profile(max_examples=20, derandomize=True):
         found, ended = search.follow_up(state, target, "forward", [])
     assert (found, ended) == ([], None)
-    assert state.budget.examples == 1
+    assert state.budget.examples == 1 and len(calls) == 2
 
 
 def test_the_draw_carries_its_archetype(tmp_path):

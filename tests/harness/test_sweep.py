@@ -224,10 +224,10 @@ class _StepClock:
 def test_a_budget_its_search_would_spend_alone_leaves_the_sweep_its_visits(
         profile, budget, step, tmp_path, monkeypatch):
     """Under --conv-budget, the first search keeps time for the catalogue sweep after
-    it (twice its visits' estimate, at most half the budget), and once it only draws,
-    each of Hypothesis's calls makes a visit, the declared paths' first: so the bug on
-    the declared path, which only the sweep reaches, is still found. Spending the
-    budget alone, with the sweep after the last draw, the search left it no visit."""
+    it (twice its visits' estimate, at most half the budget) and ends there, and the
+    sweep visits the declared paths first: so the bug on the declared path, which
+    only the sweep reaches, is still found. Spending the budget alone, the search
+    left the sweep no visit."""
     clock = _StepClock(step)
     monkeypatch.setattr(search_state, "time", clock)
     monkeypatch.setattr(suite, "time", clock)
