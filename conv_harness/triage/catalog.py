@@ -283,7 +283,7 @@ def part_of(bug: Bug, entry: Bug) -> bool:
 def agrees_elsewhere(bug: Bug, entry: Bug) -> bool:
     """Whether ``bug`` is ``entry``'s cause seen in another result or function: both
     wrong results, explained by the same trigger (every condition alike) at the same
-    minimal problem. Code that several functions share (a forward that the backward
+    minimal problem (in any number of dimensions: `_per_axis`). Code that several functions share (a forward that the backward
     calls, a helper every result goes through) shows one cause so: each function
     shrinks to the same plainest problem that needs the same feature. Two causes that
     agree so in everything a black box can see are one entry to its reader too."""
@@ -291,30 +291,46 @@ def agrees_elsewhere(bug: Bug, entry: Bug) -> bool:
             and (bug.failure, bug.function) != (entry.failure, entry.function)
             and bool(bug.conditions)):
         return False
-    (ours, our_params), (theirs, their_params) = _beside_bias(bug, entry), _beside_bias(
-        entry, bug)
-    return (bool(ours) and _same_conditions(ours, theirs) and our_params == their_params
+    (ours, our_params), (theirs, their_params) = _compared(bug, entry), _compared(entry, bug)
+    return (bool(ours) and _same_conditions(ours, theirs)
+            and _per_axis(our_params) == _per_axis(their_params)
             and {k: v for k, v in bug.layouts.items() if k != "bias"}
             == {k: v for k, v in entry.layouts.items() if k != "bias"})
 
 
-def _beside_bias(bug: Bug, other: Bug) -> tuple[list[Condition], dict[str, Any]]:
+def _per_axis(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with each size that is alike on every axis as that one value: code
+    that the 1, 2 and 3-dimensional functions share shrinks in each to the same
+    plainest problem (one position, a 1-wide kernel), written with 1, 2 or 3 axes."""
+    return {k: v[0] if isinstance(v, (list, tuple)) and v and len(set(v)) == 1 else v
+            for k, v in params.items()}
+
+
+#: the problem's parameter each feature of an explanation's rows sets alone
+_PARAM_OF = {"batch": "batch", "in_channels": "in_channels", "out_channels": "out_channels",
+             "kernel": "kernel_size", "stride": "stride", "padding": "padding",
+             "dilation": "dilation", "groups": "groups", "bias": "bias", "dtype": "dtype"}
+
+
+def _compared(bug: Bug, other: Bug) -> tuple[list[Condition], dict[str, Any]]:
     """``bug``'s conditions and problem as `agrees_elsewhere` compares them with
-    ``other``'s. Without the bias where one of the two is a grad_bias (that result needs
-    a bias to exist: its "with bias" is its kind's, not its cause's), or where both
-    explanations show the bug independent of it (a bias the search did not shrink away
-    says nothing of the cause)."""
-    if "grad_bias" not in (bug.failure, other.failure) and not (
-            _independent_of(bug, "bias") and _independent_of(other, "bias")):
-        return list(bug.conditions), dict(bug.params)
-    return ([c for c in bug.conditions if c.feature != "bias"],
-            {k: v for k, v in bug.params.items() if k != "bias"})
+    ``other``'s: without what both explanations show the bug independent of (a size
+    the search did not shrink away says nothing of the cause), nor the bias where one
+    of the two is a grad_bias (that result needs a bias to exist: its "with bias" is
+    its kind's, not its cause's)."""
+    dropped = {f for f in _PARAM_OF if _independent_of(bug, f) and _independent_of(other, f)}
+    if "grad_bias" in (bug.failure, other.failure):
+        dropped.add("bias")
+    params = {_PARAM_OF[f] for f in dropped}
+    return ([c for c in bug.conditions if c.feature not in dropped],
+            {k: v for k, v in bug.params.items() if k not in params})
 
 
 def _independent_of(bug: Bug, feature: str) -> bool:
-    """Whether ``bug``'s explanation tried ``feature`` both ways and each failed."""
-    return any(row.feature == feature and not row.passes and len(row.fails) > 1
-               for row in bug.explanation)
+    """Whether ``bug``'s explanation tried ``feature`` (on each axis it varied) both
+    ways and each failed."""
+    rows = [row for row in bug.explanation if row.feature == feature]
+    return bool(rows) and all(not row.passes and len(row.fails) > 1 for row in rows)
 
 
 def merge(bugs: list[Bug], order: list[str]) -> list[Bug]:

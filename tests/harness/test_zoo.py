@@ -106,3 +106,32 @@ def test_a_wrong_precision_in_the_forward_and_in_grad_bias_is_one_entry(tmp_path
     entry = alone.entry(cause)
     assert {"conv2d", "conv2d_backward"} <= set(entry["functions"]), entry
     assert "dtype = float64" in entry["trigger"]
+
+
+def test_one_cause_is_one_entry_across_dimensions_and_sizes_left_unshrunk():
+    """A float64 computed in float32 found by conv3d's forward at 1x1x1, and by its
+    backward's grad_input at padding (0, 1, 1), which the explanation shows the bug
+    independent of (a shrink that stopped short): one trigger, one plainest problem
+    written with three axes as with one, so one entry; a padding the grad_input
+    needs (it passes at padding 0) keeps them two."""
+    from conv_harness.triage.catalog import Bug, merge
+    from conv_harness.triage.explain import Condition, Row
+
+    def bug(check: str, padding: list[int], padding_passes: tuple = ()) -> Bug:
+        params = {"batch": 1, "in_channels": 1, "out_channels": 1, "input_size": [1, 1, 1],
+                  "kernel_size": [1, 1, 1], "stride": [1, 1, 1], "padding": padding,
+                  "dilation": [1, 1, 1], "groups": 1, "bias": False, "dtype": "float64"}
+        rows = [Row("dtype", None, "float64", ("float64",), ("float32", "float16")),
+                Row("bias", None, False, (False, True), ())]
+        rows += [Row("padding", axis, p, (p,) if padding_passes else (0, 1, 2),
+                     padding_passes if axis else ()) for axis, p in enumerate(padding)]
+        return Bug(check, check, "conv3d" if check == "forward" else "conv3d_backward",
+                   "conv3d", params, {"x": "C", "weight": "C"}, "fails when dtype = float64",
+                   [Condition("dtype", "in", ("float64",), None)], rows, None,
+                   evidence={"precision": "float32"})
+
+    order = ["forward", "grad_input"]
+    (entry,) = merge([bug("forward", [0, 0, 0]), bug("grad_input", [0, 1, 1])], order)
+    assert entry.functions == ["conv3d", "conv3d_backward"]
+    needs_padding = bug("grad_input", [0, 1, 1], padding_passes=(0,))
+    assert len(merge([bug("forward", [0, 0, 0]), needs_padding], order)) == 2
