@@ -283,7 +283,7 @@ def part_of(bug: Bug, entry: Bug) -> bool:
 def agrees_elsewhere(bug: Bug, entry: Bug) -> bool:
     """Whether ``bug`` is ``entry``'s cause seen in another result or function: both
     wrong results, explained by the same trigger (every condition alike) at the same
-    minimal problem (in any number of dimensions: `_per_axis`). Code that several functions share (a forward that the backward
+    minimal problem (in any number of dimensions, on any axis: `_axes_free`). Code that several functions share (a forward that the backward
     calls, a helper every result goes through) shows one cause so: each function
     shrinks to the same plainest problem that needs the same feature. Two causes that
     agree so in everything a black box can see are one entry to its reader too."""
@@ -293,17 +293,23 @@ def agrees_elsewhere(bug: Bug, entry: Bug) -> bool:
         return False
     (ours, our_params), (theirs, their_params) = _compared(bug, entry), _compared(entry, bug)
     return (bool(ours) and _same_conditions(ours, theirs)
-            and _per_axis(our_params) == _per_axis(their_params)
+            and _axes_free(our_params) == _axes_free(their_params)
             and {k: v for k, v in bug.layouts.items() if k != "bias"}
             == {k: v for k, v in entry.layouts.items() if k != "bias"})
 
 
-def _per_axis(params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` with each size that is alike on every axis as that one value: code
-    that the 1, 2 and 3-dimensional functions share shrinks in each to the same
-    plainest problem (one position, a 1-wide kernel), written with 1, 2 or 3 axes."""
-    return {k: v[0] if isinstance(v, (list, tuple)) and v and len(set(v)) == 1 else v
-            for k, v in params.items()}
+#: the problem's parameters that hold a size per spatial axis
+_SPATIAL = ("input_size", "kernel_size", "stride", "padding", "dilation", "output_padding")
+
+
+def _axes_free(params: dict[str, Any]) -> tuple[dict[str, Any], frozenset]:
+    """``params`` with its sizes per axis taken as the set of its axes (each axis's
+    sizes together): code that the 1, 2 and 3-dimensional functions share shrinks
+    in each to the same plainest problem, written with 1, 2 or 3 axes, and a cause
+    on any axis shrinks to one of them, not always the same one in each function."""
+    spatial = [k for k in _SPATIAL if isinstance(params.get(k), (list, tuple))]
+    axes = frozenset(zip(*(params[k] for k in spatial)))
+    return {k: v for k, v in params.items() if k not in spatial}, axes
 
 
 #: the problem's parameter each feature of an explanation's rows sets alone

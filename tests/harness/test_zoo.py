@@ -113,7 +113,8 @@ def test_one_cause_is_one_entry_across_dimensions_and_sizes_left_unshrunk():
     backward's grad_input at padding (0, 1, 1), which the explanation shows the bug
     independent of (a shrink that stopped short): one trigger, one plainest problem
     written with three axes as with one, so one entry; a padding the grad_input
-    needs (it passes at padding 0) keeps them two."""
+    needs (it passes at padding 0) keeps them two, unless the forward needs it too,
+    on whichever axes."""
     from conv_harness.triage.catalog import Bug, merge
     from conv_harness.triage.explain import Condition, Row
 
@@ -135,3 +136,6 @@ def test_one_cause_is_one_entry_across_dimensions_and_sizes_left_unshrunk():
     assert entry.functions == ["conv3d", "conv3d_backward"]
     needs_padding = bug("grad_input", [0, 1, 1], padding_passes=(0,))
     assert len(merge([bug("forward", [0, 0, 0]), needs_padding], order)) == 2
+    # the padding each needs, on whichever axes each function shrank to
+    assert len(merge([bug("forward", [1, 1, 0], padding_passes=(0,)), needs_padding],
+                     order)) == 1
