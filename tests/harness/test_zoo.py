@@ -139,3 +139,14 @@ def test_one_cause_is_one_entry_across_dimensions_and_sizes_left_unshrunk():
     # the padding each needs, on whichever axes each function shrank to
     assert len(merge([bug("forward", [1, 1, 0], padding_passes=(0,)), needs_padding],
                      order)) == 1
+
+
+def test_a_partial_block_of_channels_is_one_entry_in_every_dimension(tmp_path):
+    """In channels per group past a block of 8 and off its multiples fail (9 to 15, 17
+    to 23, ...): conv3d's search stopped at 17 (16 passes, so shrinking went no lower),
+    conv1d's at 9. The explanation tries halfway down from 17 too, meets 9 failing,
+    shrinks the case there, and the two are one entry."""
+    cause = zoo.CAUSES["partial block of channels"]
+    alone = score(zoo.alone(zoo.generate(1, 37), cause), 1, tmp_path)
+    assert alone.all_exact and alone.trigger(cause), misses(alone)
+    assert alone.entry(cause)["params"]["in_channels"] == 9
