@@ -89,6 +89,11 @@ def transposed_output_length(
     return (size - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1
 
 
+#: the fields of `ConvProblem` that hold one size per spatial axis
+PER_AXIS_FIELDS = ("input_size", "kernel_size", "stride", "padding", "dilation",
+                   "output_padding")
+
+
 @dataclass(frozen=True)
 class ConvProblem:
     """The parameters of one convolution problem (no values)."""

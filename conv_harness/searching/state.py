@@ -4,10 +4,11 @@ A conformance test (implementation x operation x check) runs several
 Hypothesis searches (the first, then follow-ups that exclude the bugs found:
 conv_harness/searching/search.py), each calling `conv_harness.searching.suite.run` once per example.
 What those calls leave for the triage, and what the triage reads back, is a
-`TestState`, with the search under way's own fields in its `SearchState`: the plugin creates one per test (`BugSearch.pytest_runtest_call`)
-and makes it current for the test with `running`; the ``@given`` bodies, which
-Hypothesis calls with the drawn data only, find it with `current`, and every
-function below them takes it as an argument.
+`TestState`, with the search under way's own fields in its `SearchState`: the
+plugin creates one per test (`BugSearch.pytest_runtest_call`) and makes it current
+for the test with `running`; the ``@given`` bodies, which Hypothesis calls with the
+drawn data only, find it with `current`, and every function below them takes it as
+an argument.
 
 Outside a test the plugin runs (a regression replay, a HypoFuzz worker, a
 unit test calling the search directly) `current` gives a state of its own
@@ -157,7 +158,7 @@ class SweepUnderWay(Protocol):
     visits: int
 
     def finish(self) -> list:
-        """Make the visits left: those that failed."""
+        """Make the visits: those that failed."""
 
 
 @dataclass

@@ -379,12 +379,12 @@ def run(target: Target, check: str, data: st.DataObject, known: Sequence[Bug] = 
     """
     __tracebackhide__ = True  # the report says it all; this frame is noise
     state = state if state is not None else current_state()
+    search = state.search
     caps = check_capabilities(target, check)
     strategy = case_strategy(check, target.op, caps,
                              budget_bounds(state.budget, target, check, caps, state.tally),
-                             state.search.focus,
+                             search.focus,
                              state.run.given)
-    search = state.search
     # Until it fails, a test's first search keeps the catalogue sweep's time.
     sweep = search.sweep if search.last_failing is None else None
     keep = state.budget.kept_for(sweep.visits) if sweep is not None else 0.0

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conv_harness.descriptor import format_descriptor
-from conv_harness.problem import ConvProblem, in_fewer_dimensions
+from conv_harness.problem import PER_AXIS_FIELDS, ConvProblem, in_fewer_dimensions
 from conv_harness.running.calling import CheckFailure
 from conv_harness.triage.explain import Condition, Row, matches
 
@@ -283,10 +283,11 @@ def part_of(bug: Bug, entry: Bug) -> bool:
 def agrees_elsewhere(bug: Bug, entry: Bug) -> bool:
     """Whether ``bug`` is ``entry``'s cause seen in another result or function: both
     wrong results, explained by the same trigger (every condition alike) at the same
-    minimal problem (in any number of dimensions, on any axis: `_axes_free`). Code that several functions share (a forward that the backward
-    calls, a helper every result goes through) shows one cause so: each function
-    shrinks to the same plainest problem that needs the same feature. Two causes that
-    agree so in everything a black box can see are one entry to its reader too."""
+    minimal problem (in any number of dimensions, on any axis: `_axes_free`). Code
+    that several functions share (a forward that the backward calls, a helper every
+    result goes through) shows one cause so: each function shrinks to the same
+    plainest problem that needs the same feature. Two causes that agree so in
+    everything a black box can see are one entry to its reader too."""
     if not (bug.failure in VALUE_KINDS and entry.failure in VALUE_KINDS
             and (bug.failure, bug.function) != (entry.failure, entry.function)
             and bool(bug.conditions)):
@@ -298,16 +299,12 @@ def agrees_elsewhere(bug: Bug, entry: Bug) -> bool:
             == {k: v for k, v in entry.layouts.items() if k != "bias"})
 
 
-#: the problem's parameters that hold a size per spatial axis
-_SPATIAL = ("input_size", "kernel_size", "stride", "padding", "dilation", "output_padding")
-
-
 def _axes_free(params: dict[str, Any]) -> tuple[dict[str, Any], frozenset]:
     """``params`` with its sizes per axis taken as the set of its axes (each axis's
     sizes together): code that the 1, 2 and 3-dimensional functions share shrinks
     in each to the same plainest problem, written with 1, 2 or 3 axes, and a cause
     on any axis shrinks to one of them, not always the same one in each function."""
-    spatial = [k for k in _SPATIAL if isinstance(params.get(k), (list, tuple))]
+    spatial = [k for k in PER_AXIS_FIELDS if isinstance(params.get(k), (list, tuple))]
     axes = frozenset(zip(*(params[k] for k in spatial)))
     return {k: v for k, v in params.items() if k not in spatial}, axes
 

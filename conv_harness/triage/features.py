@@ -18,7 +18,13 @@ import dataclasses
 from typing import Any
 
 from conv_harness import ties
-from conv_harness.problem import ARRAY_NAMES, LAYOUTS, ConvProblem, conv_output_length
+from conv_harness.problem import (
+    ARRAY_NAMES,
+    LAYOUTS,
+    PER_AXIS_FIELDS,
+    ConvProblem,
+    conv_output_length,
+)
 from conv_harness.running.capabilities import Capabilities
 
 #: per spatial axis; "outputs" is the number of output positions of a plain
@@ -217,8 +223,8 @@ def swap_axes(p: ConvProblem, a: int, b: int) -> ConvProblem:
         out = list(values)
         out[a], out[b] = out[b], out[a]
         return tuple(out)
-    return dataclasses.replace(p, **{name: swapped(getattr(p, name)) for name in (
-        "input_size", "kernel_size", "stride", "padding", "dilation", "output_padding")})
+    return dataclasses.replace(p, **{name: swapped(getattr(p, name))
+                                     for name in PER_AXIS_FIELDS})
 
 
 def _layout(layouts: dict[str, str]) -> str:

@@ -10,6 +10,8 @@ from benchmarks import zoo
 from benchmarks.triage_zoo import misses, score
 from conv_harness.checks.registry import examine
 from conv_harness.running.loader import load_implementation
+from conv_harness.triage.catalog import Bug, merge
+from conv_harness.triage.explain import Condition, Row
 from strategies import conv_problems
 from strategies.cases import noise_case
 
@@ -115,9 +117,6 @@ def test_one_cause_is_one_entry_across_dimensions_and_sizes_left_unshrunk():
     written with three axes as with one, so one entry; a padding the grad_input
     needs (it passes at padding 0) keeps them two, unless the forward needs it too,
     on whichever axes."""
-    from conv_harness.triage.catalog import Bug, merge
-    from conv_harness.triage.explain import Condition, Row
-
     def bug(check: str, padding: list[int], padding_passes: tuple = ()) -> Bug:
         params = {"batch": 1, "in_channels": 1, "out_channels": 1, "input_size": [1, 1, 1],
                   "kernel_size": [1, 1, 1], "stride": [1, 1, 1], "padding": padding,
