@@ -24,7 +24,10 @@ implementation takes it, C-contiguous arrays; the data are seeded noise.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from conv_harness import ties
 from conv_harness.problem import OPS, ConvCase, ConvProblem
@@ -48,6 +51,16 @@ OUTPUTS = 4
 #: the batch visit's images: one above a multiple of 4 and of 8, and short of 16, so that
 #: a path taking images in blocks of any of them has a partial block (`batch_visits`)
 BATCH_NEIGHBOUR = 9
+
+
+#: the long float16 visit's forward K, at least: ResNet's last stage, 3x3 x 512
+#: input channels (`long_float16_visits`)
+LONG_FLOAT16_TERMS = 4608
+#: its ``feature``
+LONG_FLOAT16 = "long float16 sum"
+#: its data: the noise (values in [-4, 4]) times this power of two, values in [-1, 1],
+#: so that no partial sum of K terms comes near float16's overflow (65504)
+LONG_FLOAT16_SCALE = 0.25
 
 
 #: a tie visit's ``feature``: this and the tie's name ("tie N=K"); a crossing visit's:
@@ -76,6 +89,9 @@ class Visit:
         if self.crossing is not None:
             return (f"{self.archetype.label} made a crossing, "
                     f"{ties.CROSSING_BY_NAME[self.crossing].text}")
+        if self.feature == LONG_FLOAT16:
+            return (f"{self.archetype.label} in float16 with {self.problem.forward_terms()} "
+                    "terms per output")
         return self.archetype.label + (f"'s {self.feature} neighbour" if self.feature else "")
 
     @property
@@ -90,8 +106,15 @@ class Visit:
                 if self.feature and self.feature.startswith(CROSSING) else None)
 
     def case(self) -> ConvCase:
-        """The visit's case: seeded noise in every array, C-contiguous."""
-        return noise_case(self.problem)
+        """The visit's case: seeded noise in every array, C-contiguous (scaled for a
+        long float16 sum)."""
+        case = noise_case(self.problem)
+        if self.feature != LONG_FLOAT16:
+            return case
+        return dataclasses.replace(case, **{
+            name: None if a is None else a * np.float16(LONG_FLOAT16_SCALE)
+            for name, a in (("x", case.x), ("weight", case.weight), ("bias", case.bias),
+                            ("grad_output", case.grad_output))})
 
 
 def _step(feature: str, value: int) -> int:
@@ -209,6 +232,31 @@ def batch_visits(op: str, caps: Capabilities) -> tuple[Visit, ...]:
         if kind not in visits and not caps.excludes(ConvCase.bare(q)):
             visits[kind] = Visit(arch, "batch", q)
     return tuple(visits.values())
+
+
+def long_float16_visits(op: str, caps: Capabilities) -> tuple[Visit, ...]:
+    """The first dense archetype of ``op`` in float16 with enough input channels that
+    each output sums at least `LONG_FLOAT16_TERMS` products (95 channels of a 7x7
+    stem, 512 of a 3x3): real float16 layers reduce over thousands of terms, and a
+    kernel may take a path of its own for long sums, while the random draws keep
+    float16 within `FLOAT16_MAX_TERMS` (conv_harness/problem.py). Its bound is that
+    of exact products summed in float32 and rounded once, as such kernels compute
+    (conv_harness/checks/tolerance.py). None where ``op`` does not take float16, is
+    transposed (its forward's sums are not its weight's taps times its channels),
+    or declares float16 sums in float16 (``"float16_accumulation": "float16"``)."""
+    flat = caps.for_op(op)
+    if (OPS[op].transposed or "float16" not in flat.dtypes
+            or flat.float16_accumulation != "float32"):
+        return ()
+    for arch in archetypes.for_op(op):
+        base = _problem(arch, None, caps)
+        if base is None or arch.groups != "dense":
+            continue
+        channels = -(-LONG_FLOAT16_TERMS // math.prod(base.kernel_size))
+        q = dataclasses.replace(base, in_channels=channels, dtype="float16")
+        if not caps.excludes(ConvCase.bare(q)):
+            return (Visit(arch, LONG_FLOAT16, q),)
+    return ()
 
 
 def crossed(p: ConvProblem) -> ConvProblem | None:

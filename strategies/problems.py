@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from conv_harness.problem import OPS, ConvProblem, conv_output_length
+from conv_harness.problem import FLOAT16_MAX_TERMS, OPS, ConvProblem, conv_output_length
 from conv_harness.running.capabilities import Capabilities
 from strategies import archetypes, pinned
 from strategies.archetypes import Archetype
@@ -138,17 +138,14 @@ ODDS = 4
 #: drawn in 10,000 problems.
 SQUARE_ODDS = 2
 
-#: float16's worst-case bound gamma(K) reaches 1 at K = 1024 (u = 2**-11): from
-#: there on it would allow any error as large as the result, so the check
-#: could not fail. A probabilistic bound (sqrt(K) u) would be sharper but is not
-#: sound for the errors real implementations make: summing 4096 ones in
-#: float16 stagnates at 2048, a legitimate result for float16 accumulation that
-#: it would call a bug. So float16 is drawn only where every result sums at
-#: most 512 terms (gamma(512) = 1/3), and larger problems go to float32 and
+#: float16 is drawn only where every result sums at most FLOAT16_MAX_TERMS terms
+#: (conv_harness/problem.py), where its own worst-case bound means something
+#: whatever type the implementation sums in; larger problems go to float32 and
 #: float64 (in both tiers: tiny transposed problems reach K = 720 in grad_bias).
 #: For an implementation that takes float16 only, the large tier keeps K and
-#: batch * positions within 512 instead.
-FLOAT16_MAX_TERMS = 512
+#: batch * positions within it instead. The catalogue sweep visits one longer
+#: float16 sum per operation (strategies/catalogue.py `long_float16_visits`).
+
 #: likewise for bfloat16 summed in bfloat16 (u = 2**-8): gamma(64) = 1/3. Summed in
 #: float32 (the default), its bound is u + float32's gamma(K): no limit.
 BFLOAT16_MAX_TERMS = 64

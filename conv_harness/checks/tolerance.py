@@ -18,6 +18,11 @@ computes. On top of that bound:
   bfloat16: ``u_bf16 * sum|terms|`` for that rounding and float32's
   gamma(K) for the sum; where it declares ``"bfloat16_accumulation":
   "bfloat16"``, bfloat16's own gamma(K);
+- float16 results of more than `FLOAT16_MAX_TERMS` terms, where float16's own
+  gamma(K) approaches 1 and could not fail: the same exact products summed in
+  float32 and rounded once, as real float16 kernels compute them (where the
+  implementation declares ``"float16_accumulation": "float16"`` such problems
+  are not drawn, and their bound stays float16's gamma(K));
 - for an implementation that declares ``"float32_precision": "tf32"``, float32
   inputs rounded to TF32 before they are multiplied (`TF32_UNIT_ROUNDOFF`);
 - a normwise floor c * u * ||a|| * ||b|| for the two operands, because FFT-
@@ -69,7 +74,7 @@ import numpy as np
 
 from conv_harness.checks import algorithms
 from conv_harness.checks.oracle import Reference
-from conv_harness.problem import ConvCase, finfo
+from conv_harness.problem import FLOAT16_MAX_TERMS, ConvCase, finfo
 from conv_harness.running.calling import Observed
 from conv_harness.running.loader import Implementation
 
@@ -178,11 +183,15 @@ class Tolerance:
     flush: np.ndarray | float = 0.0
     #: whether it allows float32 inputs rounded to TF32 (declared)
     tf32: bool = False
+    #: whether it is that of half-precision products summed in float32, rounded once
+    summed_in_float32: bool = False
 
     def explain(self) -> str:
+        rounding = ("(u + float32's gamma(K))*sum|terms| elementwise (products summed in "
+                    "float32, rounded once)" if self.summed_in_float32
+                    else "gamma(K)*sum|terms| elementwise")
         text = (f"{self.dtype} (u={unit_roundoff(self.dtype):.3g}), reduction length "
-                f"K={self.terms}: gamma(K)*sum|terms| elementwise + normwise floor "
-                f"{self.floor:.3g}")
+                f"K={self.terms}: {rounding} + normwise floor {self.floor:.3g}")
         if self.tf32:
             text += (f" + inputs rounded to TF32 (u={TF32_UNIT_ROUNDOFF:.3g}: "
                      "(2u+u^2)*sum|terms|, declared)")
@@ -205,13 +214,15 @@ class Arithmetic:
     float32_precision: str = "ieee"
     #: the type its bfloat16 sums are kept in
     bfloat16_accumulation: str = "float32"
+    #: the type its float16 sums of more than FLOAT16_MAX_TERMS terms are kept in
+    float16_accumulation: str = "float32"
 
 
 def declared_arithmetic(impl: Implementation, functions: Iterable[str]) -> Arithmetic:
     """The arithmetic ``impl`` declares for ``functions`` together (the widest of them)."""
     declared = impl.capabilities_for(functions)
     return Arithmetic(declared.algorithm, declared.float32_precision,
-                      declared.bfloat16_accumulation)
+                      declared.bfloat16_accumulation, declared.float16_accumulation)
 
 
 def tf32_allowance(dtype: str, operands: tuple[np.ndarray, np.ndarray | None],
@@ -271,6 +282,16 @@ def note_flushes(actual: np.ndarray, expected: np.ndarray, tol: Tolerance,
         seen.notes[FLUSH_NOTE] += 1
 
 
+def summed_in_float32(dtype: str, products: int, arithmetic: Arithmetic) -> bool:
+    """Whether a result in ``dtype`` of ``products`` products is judged as their exact
+    products summed in float32 and rounded once: bfloat16 unless declared summed in
+    bfloat16; float16 past `FLOAT16_MAX_TERMS` unless declared summed in float16."""
+    if dtype == "bfloat16":
+        return arithmetic.bfloat16_accumulation == "float32"
+    return (dtype == "float16" and products > FLOAT16_MAX_TERMS
+            and arithmetic.float16_accumulation == "float32")
+
+
 def tolerance(case: ConvCase, name: str, magnitude: Reference,
               arithmetic: Arithmetic) -> Tolerance:
     """The tolerance for result ``name`` (``y``, ``grad_input``, ...) of ``case``, computed
@@ -283,9 +304,9 @@ def tolerance(case: ConvCase, name: str, magnitude: Reference,
         "grad_bias": (p.grad_bias_terms(), (case.grad_output, None)),
     }[name]
     u = unit_roundoff(p.dtype)
-    wide = p.dtype == "bfloat16" and arithmetic.bfloat16_accumulation == "float32"
-    # a transform's normwise error is in the type it computes in: bfloat16 data summed
-    # in float32 are transformed in float32 (and each result rounded once, below)
+    wide = summed_in_float32(p.dtype, terms - (name == "y"), arithmetic)  # y: bias a term
+    # a transform's normwise error is in the type it computes in: half-precision data
+    # summed in float32 are transformed in float32 (and each result rounded once, below)
     u_sum = unit_roundoff("float32") if wide else u
     floor = 0.0 if operands[1] is None else normwise_floor(*operands, u_sum)
     floor += algorithm_floor(arithmetic.algorithm, name, operands, p.spec.spatial_dims, terms,
@@ -297,9 +318,9 @@ def tolerance(case: ConvCase, name: str, magnitude: Reference,
     rounded = tf32_allowance(p.dtype, operands, size) if tf32 else 0.0
     # the float32 sum of the rounded products, each at most (1 + u_tf32)**2 |x w|
     summed = gamma(terms, u)
-    if wide:  # exact products summed in float32, then one rounding to bfloat16
+    if wide:  # exact products summed in float32, then one rounding to the dtype
         summed = u + gamma(terms, u_sum) * (1 + u)
     bound = ((summed * ((1 + TF32_UNIT_ROUNDOFF) ** 2 if tf32 else 1)
               + gamma(terms, FLOAT64_UNIT_ROUNDOFF)) * size + rounded + flush + floor)
     return Tolerance(bound=bound, dtype=p.dtype, terms=terms, floor=floor, flush=flush,
-                     tf32=tf32)
+                     tf32=tf32, summed_in_float32=wide)

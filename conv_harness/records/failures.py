@@ -92,7 +92,7 @@ def unpacked_inputs(packed: dict[str, Any], payload: bytes) -> dict[str, Any]:
 
 #: what a case record holds of an implementation's own arrays (contract section 7)
 NATIVE_KEYS: tuple[str, ...] = ("arrays", "device", "derived", "float32_precision",
-                                 "bfloat16_accumulation")
+                                 "bfloat16_accumulation", "float16_accumulation")
 
 
 #: the user property of a crash report under pytest-xdist that names the case file its

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from conv_harness.problem import ConvCase
+from conv_harness.problem import FLOAT16_MAX_TERMS, ConvCase
 from conv_harness.records.failures import CaseFileError, case_from_record, load_case
 from conv_harness.cores import several
 from conv_harness.specs import is_path, split_spec
@@ -118,6 +118,10 @@ DTYPE = {dtype_source}
 finfo = {finfo}  # the dtype's limits (NumPy's finfo knows no bfloat16)
 # what it sums bfloat16 products in, as it declares (float32 unless it says bfloat16)
 BFLOAT16_ACCUMULATION = {bfloat16_accumulation!r}
+# what it sums float16 products in where a result has more than FLOAT16_MAX_TERMS
+# (float32 unless it says float16)
+FLOAT16_ACCUMULATION = {float16_accumulation!r}
+FLOAT16_MAX_TERMS = {float16_max_terms}
 
 x = {x}
 weight = {weight}
@@ -393,13 +397,15 @@ def allowed(name, magnitude):
     k = TERMS[name]
     a, b = {{"y": (x, weight), "grad_input": (grad_output, weight),
             "grad_weight": (x, grad_output), "grad_bias": (grad_output, None)}}[name]
-    wide = np.dtype(DTYPE).kind == "V" and BFLOAT16_ACCUMULATION == "float32"
-    u_sum = float(np.finfo(np.float32).eps) / 2 if wide else u  # bfloat16 summed in float32
+    wide = (np.dtype(DTYPE).kind == "V" and BFLOAT16_ACCUMULATION == "float32"
+            or np.dtype(DTYPE) == np.float16 and k - (name == "y") > FLOAT16_MAX_TERMS
+            and FLOAT16_ACCUMULATION == "float32")
+    u_sum = float(np.finfo(np.float32).eps) / 2 if wide else u  # summed in float32
     floor = 0.0
     if b is not None:  # normwise floor for FFT/Winograd-style algorithms
         floor = 5 * math.log2(2 + max(a.size, b.size)) * u_sum * norm2(a) * norm2(b)
     flush = flush_allowance(k, a, b, magnitude, name == "y")
-    if wide:  # bfloat16 products exact in float32, summed there, rounded once to bfloat16
+    if wide:  # half-precision products exact in float32, summed there, rounded once
         return (u + gamma(k, u_sum) * (1 + u) + gamma(k, u64)) * magnitude + flush + floor
     if FLOAT32_PRECISION == "tf32" and np.dtype(DTYPE) == np.float32 and b is not None:
         ut = 2.0 ** -11  # inputs rounded to TF32: (2u + u^2) per product, float32 sums
@@ -647,6 +653,8 @@ def render_script(record: dict[str, Any], case: ConvCase | None = None,
         arrays=arrays_of, device=device, on_arrays=on_arrays, several=several(),
         float32_precision=record.get("float32_precision", "ieee"),
         bfloat16_accumulation=record.get("bfloat16_accumulation", "float32"),
+        float16_accumulation=record.get("float16_accumulation", "float32"),
+        float16_max_terms=FLOAT16_MAX_TERMS,
         dtype_source=_dtype_source(p.dtype),
         ml_dtypes_import="import ml_dtypes" if p.dtype == "bfloat16" else "",
         finfo="ml_dtypes.finfo" if p.dtype == "bfloat16" else "np.finfo",

@@ -55,6 +55,11 @@ FLOAT32_PRECISIONS: tuple[str, ...] = ("ieee", "tf32")
 #: values of ``bfloat16_accumulation``: the type its bfloat16 products are summed in
 BFLOAT16_ACCUMULATIONS: tuple[str, ...] = ("float32", "bfloat16")
 
+#: values of ``float16_accumulation``: the type its float16 products are summed in
+#: where a result sums more than `FLOAT16_MAX_TERMS` of them
+FLOAT16_ACCUMULATIONS: tuple[str, ...] = ("float32", "float16")
+
+
 #: the array libraries an implementation may compute on (conv_harness/running/native.py)
 ARRAY_LIBRARIES: tuple[str, ...] = ("numpy", "torch")
 
@@ -76,6 +81,7 @@ _DESCRIPTIONS = {
 _CHOICES: dict[str, tuple[str, ...]] = {
     "algorithm": ALGORITHMS, "arrays": ARRAY_LIBRARIES,
     "bfloat16_accumulation": BFLOAT16_ACCUMULATIONS, "float32_precision": FLOAT32_PRECISIONS,
+    "float16_accumulation": FLOAT16_ACCUMULATIONS,
 }
 
 
@@ -137,6 +143,8 @@ class Capabilities:
     float32_precision: str = "ieee"
     #: what it sums bfloat16 products in (BFLOAT16_ACCUMULATIONS)
     bfloat16_accumulation: str = "float32"
+    #: what it sums float16 products in, past FLOAT16_MAX_TERMS (FLOAT16_ACCUMULATIONS)
+    float16_accumulation: str = "float32"
     #: (function name, its own flat capabilities) for the functions that declare
     #: any; the fields above are the module's, which hold for every other function
     functions: tuple[tuple[str, "Capabilities"], ...] = ()
@@ -258,6 +266,8 @@ class Capabilities:
         values["device"] = flats[0].device
         values["bfloat16_accumulation"] = ("bfloat16" if any(
             f.bfloat16_accumulation == "bfloat16" for f in flats) else "float32")
+        values["float16_accumulation"] = ("float16" if any(
+            f.float16_accumulation == "float16" for f in flats) else "float32")
         values["float32_precision"] = ("tf32" if any(f.float32_precision == "tf32"
                                                      for f in flats) else "ieee")
         return Capabilities(**values)

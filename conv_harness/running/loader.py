@@ -78,6 +78,8 @@ class Implementation:
             record["float32_precision"] = own.float32_precision
         if own.bfloat16_accumulation != "float32":
             record["bfloat16_accumulation"] = own.bfloat16_accumulation
+        if own.float16_accumulation != "float32":
+            record["float16_accumulation"] = own.float16_accumulation
         return record
 
     def has(self, function: str) -> bool:

@@ -54,7 +54,8 @@ def planned(state: TestState, target: Target, check: str) -> tuple[catalogue.Vis
         return (paths + catalogue.visits(target.op, caps)
                 + catalogue.tie_visits(target.op, caps)
                 + catalogue.crossing_visits(target.op, caps)
-                + catalogue.batch_visits(target.op, caps))
+                + catalogue.batch_visits(target.op, caps)
+                + catalogue.long_float16_visits(target.op, caps))
     # a check of its own cases: the declared paths, and each archetype itself
     return paths + tuple(v for v in catalogue.visits(target.op, caps) if v.feature is None)
 
@@ -126,11 +127,12 @@ def sweep(state: TestState, target: Target, check: str) -> list[Missed]:
 def focus(visit: catalogue.Visit) -> Focus | None:
     """The strategies' focus for a search of ``visit``'s failure: its archetype, and
     the feature its neighbour changes where that is one an archetype fixes; None for
-    a declared path's problem (no archetype to draw from). A tie's visit is searched
-    from its archetype: a failure of its sizes alone (98 out channels) is met there
-    and shrunk; one that needs the tie rarely is, and its visit's case is the
-    finding, which its explanation shrinks along the tie."""
-    if visit.archetype is None:
+    a declared path's problem (no archetype to draw from) and a long float16 sum
+    (not drawn). A tie's visit is searched from its archetype: a failure of its
+    sizes alone (98 out channels) is met there and shrunk; one that needs the tie
+    rarely is, and its visit's case is the finding, which its explanation shrinks
+    along the tie."""
+    if visit.archetype is None or visit.feature == catalogue.LONG_FLOAT16:
         return None
     return visit.archetype, visit.feature if visit.feature in FEATURES else None
 
@@ -151,6 +153,8 @@ def unshrunk(target: Target, check: str, visit: catalogue.Visit, failure: CheckF
     unmet = ("a search focused on its archetype did not meet the failure, so Hypothesis "
              "did not shrink it; ")
     why = ("a declared path's problem is not searched: not shrunk" if visit.archetype is None
+           else "float16 sums this long are not drawn, so not searched: not shrunk"
+           if visit.feature == catalogue.LONG_FLOAT16
            else unmet + "its explanation shrinks it along the tie where it can"
            if visit.tie is not None
            else unmet + "its explanation names the crossing where the bug follows it"

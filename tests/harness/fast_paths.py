@@ -48,6 +48,13 @@ draws reach often, on a neighbour they rarely reach; the catalogue sweep visits 
                         last, partial block
                         -> 3x3 stride 1, 2 groups of 5 channels (one above a block)
 
+And one (issue 59) on a path for long float16 sums, which the random draws never
+reach (they keep float16 within 512 terms); the sweep's long float16 visit does:
+
+    float16_long_chunks a float16 forward that sums more than 2048 products in chunks
+                        of 2048 and leaves out the last, partial chunk
+                        -> float16, K above 2048 and not a multiple of it
+
 And one (issue 35) whose bug lies on a tie between sizes of different arrays,
 which independent draws rarely make (conv_harness/ties.py):
 
@@ -210,6 +217,27 @@ def _wide_blocked(conv, x, weight, bias, kw):
 #: draws never reach that many channels; the sweep visits the declared problem
 wide_blocked = _module(conv2d=_wrapped("conv2d", _wide_blocked))
 wide_blocked.HARNESS_PATHS = {"wide blocked": ["conv2d float32 mb1ic160ih2iw2oc8kh1kw1"]}
+
+
+#: the products a long float16 sum of float16_long_chunks takes at a time
+FLOAT16_CHUNK = 2048
+
+
+def _float16_long_chunks(conv, x, weight, bias, kw):
+    terms = math.prod(weight.shape[1:])
+    if x.dtype != np.float16 or terms <= FLOAT16_CHUNK or terms % FLOAT16_CHUNK == 0:
+        return conv(x, weight, bias, **kw)
+    # a float16 path for long sums, in chunks of products summed in float32: the last,
+    # partial chunk left out
+    kept = weight.reshape(weight.shape[0], -1).copy()
+    kept[:, terms - terms % FLOAT16_CHUNK:] = 0
+    return conv(x, kept.reshape(weight.shape), bias, **kw)
+
+
+#: wrong only in float16 sums of more than 2048 products (not a multiple of it): the
+#: random draws keep float16 within 512; the sweep's long float16 visit reaches it
+float16_long_chunks = _module(**{op: _wrapped(op, _float16_long_chunks)
+                                 for op in ("conv1d", "conv2d", "conv3d")})
 
 
 def _gemm_tie(conv, x, weight, bias, kw, least: int = 2):

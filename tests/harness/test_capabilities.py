@@ -111,6 +111,8 @@ def test_capabilities_for_leaves_out_functions_it_does_not_provide():
     ({"dilation": "float32"}, r"tuple of the dtype names where it holds"),
     ({"conv3d": {"groups": 1}}, r"CAPABILITIES\['conv3d'\]\['groups'\] must be True or False"),
     ({"conv3d": {"dtypes": ()}}, r"non-empty subset"),
+    ({"float16_accumulation": "half"}, r"float16_accumulation'\] must be one of "
+                                       r"\('float32', 'float16'\)"),
 ])
 def test_unknown_keys_and_bad_values_are_errors(raw, message):
     with pytest.raises(CapabilitiesError, match=message):

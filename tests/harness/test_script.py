@@ -24,14 +24,15 @@ from hypothesis import strategies as st
 
 from conv_harness.checks import oracle
 from conv_harness.checks.registry import run_check
-from conv_harness.checks.tolerance import Arithmetic, tolerance
+from conv_harness.checks.tolerance import Arithmetic, summed_in_float32, tolerance
 from conv_harness.problem import OPS, make_layout
 from conv_harness.replay import corpus_files
 from conv_harness.records.failures import case_record, load_case
 from conv_harness.records.script import render_script
 from conv_harness.running.calling import CheckFailure
+from conv_harness.running.capabilities import Capabilities
 from conv_harness.running.loader import load_implementation
-from strategies import conv_cases
+from strategies import catalogue, conv_cases
 
 ALLOWED_IMPORTS = {"importlib", "importlib.util", "inspect", "math", "os", "sys", "threading",
                    "traceback", "numpy", "torch"}
@@ -89,6 +90,28 @@ def test_script_restates_values_layouts_and_tolerance_exactly(data, check):
         assert np.array_equal(module.allowed(name, magnitude[name]),
                               tolerance(case, name, magnitude, Arithmetic()).bound), name
     assert run_main(module) is None  # einsum is correct: the script passes
+
+
+@pytest.mark.parametrize("accumulation", ["float32", "float16"])
+def test_a_long_float16_sum_is_bounded_as_declared_in_the_script_too(accumulation, tmp_path):
+    """A float16 result of more than FLOAT16_MAX_TERMS products is judged as summed in
+    float32 and rounded once, unless float16 sums are declared (then float16's own
+    gamma(K), as at 512 products and fewer); the script's bound is the harness's."""
+    (visit,) = catalogue.long_float16_visits("conv2d", Capabilities())
+    case = visit.case()
+    record = case_record("conv_impl.einsum", case, "forward", "m")
+    if accumulation == "float16":
+        record["float16_accumulation"] = "float16"
+    module = load_script(render_script(record, case), tmp_path)
+    _, magnitude = oracle.evaluate(case)
+    ours = tolerance(case, "y", magnitude, Arithmetic(float16_accumulation=accumulation))
+    assert np.array_equal(module.allowed("y", magnitude["y"]), ours.bound)
+    assert ours.summed_in_float32 == (accumulation == "float32")
+    assert [summed_in_float32("float16", k, Arithmetic()) for k in (512, 513)] == [False, True]
+    assert run_main(module) is None  # einsum sums float16 in float32: the script passes
+    declared = Capabilities.from_mapping({"float16_accumulation": "float16"})
+    assert catalogue.long_float16_visits("conv2d", declared) == ()
+    assert catalogue.long_float16_visits("conv_transpose2d", Capabilities()) == ()
 
 
 def test_script_imports_only_numpy_torch_and_the_standard_library():
