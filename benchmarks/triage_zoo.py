@@ -149,12 +149,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=100, help="implementations per seed")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     parser.add_argument("--first", type=int, default=0, help="the first index")
+    parser.add_argument("--arrays", choices=("numpy", "torch"), default="numpy",
+                        help="the array library the implementations take (the same causes)")
     args = parser.parse_args(argv)
     scores = []
     with tempfile.TemporaryDirectory(prefix="zoo-") as scratch:
         for seed in args.seeds:
             for index in range(args.first, args.first + args.count):
-                impl = generate(seed, index)
+                impl = generate(seed, index, args.arrays)
                 s = score(impl, seed, Path(scratch) / f"{impl.name}-{seed}")
                 scores.append(s)
                 print(f"{impl.name} seed {seed}: {len(impl.causes)} causes "

@@ -10,6 +10,10 @@ makes a result wrong (`Cause.holds`), what its minimal case looks like
 
 An implementation is named ``zoo_<seed>_<index>`` and built from that name alone, so a
 saved script (a fresh process) gets the same one: ``--impl benchmarks/zoo.py:zoo_1_7``.
+``zoo_torch_<seed>_<index>`` is the same implementation on torch tensors (CAPABILITIES
+``"arrays": "torch"``): its functions take and return CPU tensors, in whatever layout
+the harness draws (channels-last included), and compute on their NumPy views, so the
+same causes go through the harness's torch path.
 benchmarks/triage_zoo.py scores the harness's bug lists against the ground truth.
 """
 
@@ -241,6 +245,26 @@ def _square_backward(bwd, go, x, weight, bias, **kw):
 
 
 #: the channels a blocked path handles at once
+def _dilated_3x3_path_forward(fwd, x, weight, bias, *, stride, padding, dilation, groups):
+    """A 3x3 stride-1 dense path (a Winograd kernel's, keyed to ResNet's and DeepLab's
+    archetypes) that never checks dilation: the undilated convolution, cropped to the
+    dilated output's shape."""
+    n = weight.ndim - 2
+    kw = dict(stride=stride, padding=padding, groups=groups)
+    if weight.shape[2:] != (3,) * n or stride != (1,) * n or groups != 1 \
+            or dilation == (1,) * n:
+        return fwd(x, weight, bias, dilation=dilation, **kw)
+    right = fwd(x, weight, bias, dilation=dilation, **kw)
+    y = fwd(x, weight, bias, dilation=(1,) * n, **kw)
+    return np.ascontiguousarray(y[(slice(None), slice(None))
+                                  + tuple(slice(0, size) for size in right.shape[2:])])
+
+
+def _on_3x3_path(p: ConvProblem) -> bool:
+    return (set(p.kernel_size) == {3} and set(p.stride) == {1} and p.groups == 1
+            and max(p.dilation) >= 2 and _reads_input(p))
+
+
 BLOCK = 8
 
 
@@ -316,6 +340,9 @@ CAUSES: dict[str, Cause] = {cause.name: cause for cause in (
           lambda p: p.in_channels // p.groups > BLOCK and (p.in_channels // p.groups) % BLOCK,
           frozenset({"channels"}),
           (r"in channels per group",), forward=_block_tail_forward),
+    Cause("3x3 path ignores dilation", ("forward",),
+          _on_3x3_path, frozenset({"kernel", "dilation"}),
+          (r"dilation >= 2",), forward=_dilated_3x3_path_forward),
     Cause("batch block of four", ("grad_input",),
           lambda p: p.batch > 4, frozenset({"batch"}),
           (r"batch >= 5",), backward=_batch_block_backward),
@@ -331,6 +358,8 @@ class ZooImplementation:
     name: str
     dims: tuple[int, ...]
     causes: list[Cause] = field(default_factory=list)
+    #: the array library its functions take and return: "numpy" or "torch"
+    arrays: str = "numpy"
 
     def module(self) -> SimpleNamespace:
         functions: dict[str, Any] = {}
@@ -344,7 +373,11 @@ class ZooImplementation:
                 if cause.backward is not None:
                     bwd = _wrapped(cause.backward, bwd)
             functions[f"conv{n}d"], functions[f"conv{n}d_backward"] = fwd, bwd
-        return SimpleNamespace(**functions, CAPABILITIES=None,
+        capabilities = None
+        if self.arrays == "torch":
+            functions = {name: _on_torch(f) for name, f in functions.items()}
+            capabilities = {"arrays": "torch"}
+        return SimpleNamespace(**functions, CAPABILITIES=capabilities,
                                ZOO_CAUSES=[cause.name for cause in self.causes])
 
     @property
@@ -356,26 +389,61 @@ def _wrapped(mistake: Callable[..., Any], inner: Callable[..., Any]) -> Callable
     return lambda *args, **kw: mistake(inner, *args, **kw)
 
 
-#: causes that hide each other entirely (the same condition and results): never together
+def _on_torch(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` (on NumPy arrays) taking and returning CPU torch tensors."""
+    import torch
+
+    def numpy_of(a: Any) -> Any:
+        return a.detach().numpy() if isinstance(a, torch.Tensor) else a
+
+    def tensor_of(r: Any) -> Any:
+        return None if r is None else torch.from_numpy(np.ascontiguousarray(r))
+
+    def on_torch(*args: Any, **kw: Any) -> Any:
+        result = function(*map(numpy_of, args), **kw)
+        if isinstance(result, tuple):
+            return tuple(map(tensor_of, result))
+        return tensor_of(result)
+    return on_torch
+
+
+#: causes on a path real kernels take for one archetype's geometry, drawn apart from
+#: the others (`generate`): an implementation that does not draw one keeps the causes
+#: it had before there were any
+PATH_CAUSES: tuple[str, ...] = ("3x3 path ignores dilation",)
+#: one implementation in PATH_SHARE draws a path cause
+PATH_SHARE = 5
+
+#: causes that hide each other entirely (the same condition and results, or one's
+#: region inside the other's in the same function: a 3x3 dilated problem shows a
+#: flipped kernel too): never together
 _EXCLUSIVE = ({"stride remainder in grad_input", "uninitialised remainder rows"},
               {"dilation refused", "dilation ignored in grad_weight"},
+              {"dilation refused", "3x3 path ignores dilation"},
+              {"kernel flipped in the forward", "3x3 path ignores dilation"},
               {"grad_bias a batch mean", "grad_bias a mean over batch x positions"},
               {"float64 computed in float32", "no case for bias None"})
 
 
-def generate(seed: int, index: int) -> ZooImplementation:
+def generate(seed: int, index: int, arrays: str = "numpy") -> ZooImplementation:
     """The zoo's implementation ``index`` of ``seed``: one to three causes, one or three
-    dimensions."""
+    dimensions, and in one of `PATH_SHARE` a path cause besides; on ``arrays`` ("numpy"
+    or "torch": the same causes)."""
     rng = random.Random(f"zoo {seed} {index}")
     dims = rng.choice([(2,), (2,), (1, 2, 3)])
-    names = sorted(CAUSES)
     chosen: list[Cause] = []
+
+    def options(names) -> list[str]:
+        return [n for n in names if n not in {c.name for c in chosen}
+                and set(CAUSES[n].dims) & set(dims)
+                and not any({n, c.name} <= group for group in _EXCLUSIVE for c in chosen)]
     for _ in range(rng.choice([1, 2, 2, 3])):
-        options = [n for n in names if n not in {c.name for c in chosen}
-                   and set(CAUSES[n].dims) & set(dims)
-                   and not any({n, c.name} <= group for group in _EXCLUSIVE for c in chosen)]
-        chosen.append(CAUSES[rng.choice(options)])
-    return ZooImplementation(f"zoo_{seed}_{index}", dims, chosen)
+        chosen.append(CAUSES[rng.choice(options(sorted(set(CAUSES) - set(PATH_CAUSES))))])
+    paths = random.Random(f"zoo paths {seed} {index}")
+    if paths.randrange(PATH_SHARE) == 0 and options(PATH_CAUSES):
+        chosen.append(CAUSES[paths.choice(options(PATH_CAUSES))])
+    library = "" if arrays == "numpy" else f"{arrays}_"
+    return ZooImplementation(f"zoo_{library}{seed}_{index}", dims, chosen, arrays)
 
 
 def alone(impl: ZooImplementation, cause: Cause) -> ZooImplementation:
@@ -383,10 +451,10 @@ def alone(impl: ZooImplementation, cause: Cause) -> ZooImplementation:
     if impl.causes == [cause]:
         return impl
     k = impl.causes.index(cause)
-    return ZooImplementation(f"{impl.name}_cause{k}", impl.dims, [cause])
+    return ZooImplementation(f"{impl.name}_cause{k}", impl.dims, [cause], impl.arrays)
 
 
-_NAME = re.compile(r"zoo_(\d+)_(\d+)(?:_cause(\d+))?$")
+_NAME = re.compile(r"zoo_(?:(torch)_)?(\d+)_(\d+)(?:_cause(\d+))?$")
 
 
 def __getattr__(name: str) -> SimpleNamespace:
@@ -395,7 +463,8 @@ def __getattr__(name: str) -> SimpleNamespace:
     match = _NAME.match(name)
     if match is None:
         raise AttributeError(name)
-    impl = generate(int(match.group(1)), int(match.group(2)))
-    if match.group(3) is not None:
-        impl = alone(impl, impl.causes[int(match.group(3))])
+    library, seed, index, cause = match.groups()
+    impl = generate(int(seed), int(index), library or "numpy")
+    if cause is not None:
+        impl = alone(impl, impl.causes[int(cause)])
     return impl.module()
