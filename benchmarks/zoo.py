@@ -244,7 +244,6 @@ def _square_backward(bwd, go, x, weight, bias, **kw):
     return bwd(go, x, weight, bias, **kw)
 
 
-#: the channels a blocked path handles at once
 def _dilated_3x3_path_forward(fwd, x, weight, bias, *, stride, padding, dilation, groups):
     """A 3x3 stride-1 dense path (a Winograd kernel's, keyed to ResNet's and DeepLab's
     archetypes) that never checks dilation: the undilated convolution, cropped to the
@@ -265,6 +264,7 @@ def _on_3x3_path(p: ConvProblem) -> bool:
             and max(p.dilation) >= 2 and _reads_input(p))
 
 
+#: the channels a blocked path handles at once
 BLOCK = 8
 
 

@@ -113,8 +113,7 @@ class Visit:
             return case
         return dataclasses.replace(case, **{
             name: None if a is None else a * np.float16(LONG_FLOAT16_SCALE)
-            for name, a in (("x", case.x), ("weight", case.weight), ("bias", case.bias),
-                            ("grad_output", case.grad_output))})
+            for name, a in case.arrays().items()})
 
 
 def _step(feature: str, value: int) -> int:
