@@ -460,8 +460,10 @@ def explain(case: ConvCase, probe: Probe, caps: Capabilities) -> Explanation:
     else:  # a dtype changes no size: where every other one passes, the bug needs this one
         trigger += [c for c in (_needs_trivial(row, results[row.feature], caps)
                                 for row in rows if row.feature == "dtype") if c is not None]
-    _plainest(p, layouts, rows, trigger, trials, caps, axes)
     derived_rows, trigger = _derived(p, layouts, axis, axes, trials, trigger, caps)
+    # after a product replaced its factors' conditions: their least values together
+    # (in channels >= 42 and kernel >= 5 of a bug of K >= 2049) make a product too small
+    _plainest(p, layouts, rows, trigger, trials, caps, axes)
     tie_rows, trigger = _ties(p, layouts, trials, trigger)
     crossing_rows, trigger = _crossings(p, layouts, trials, trigger)
     unequal_rows, trigger = _unequal(p, layouts, trials, trigger)
@@ -488,7 +490,7 @@ def _plainest(p: ConvProblem, layouts: dict[str, str], rows: list[Row],
     least = {(c.feature, c.axis): c.value for c in trigger if c.op == ">="}
     in_trigger = {c.feature for c in trigger}
     current = ft.values(p, layouts)
-    q, q_layouts = p, dict(layouts)
+    changes = []
     for row in rows:
         value = least.get((row.feature, row.axis), ft.trivial(row.feature, caps))
         if (row.feature, row.axis) in least:
@@ -502,11 +504,27 @@ def _plainest(p: ConvProblem, layouts: dict[str, str], rows: list[Row],
         # on the axes its single changes were made on (those sharing the main one's value)
         where = (axes if row.axis is None
                  else _sharing(current, row.feature, row.axis, (row.axis,), caps))
-        changed = ft.with_feature(q, q_layouts, row.feature, value, where)
-        if changed is not None:
-            q, q_layouts = changed
+        changes.append((row.feature, value, where))
+    q, q_layouts = _changed(p, layouts, changes, growing=True)
+    if not _plainer(q, p):
+        # some change grows another size (padding 0 widens an input narrower than its
+        # kernel, to keep its outputs): the others, without it
+        q, q_layouts = _changed(p, layouts, changes, growing=False)
     if q != p or q_layouts != layouts:
         trials.outcome(q, q_layouts, ("plainest",))
+
+
+def _changed(p: ConvProblem, layouts: dict[str, str], changes: list[tuple[str, Any, tuple]],
+             growing: bool) -> tuple[ConvProblem, dict[str, str]]:
+    """``p`` with each of ``changes`` (feature, value, axes) that is valid, in turn; with
+    ``growing`` False, only those that grow no part of its `ConvProblem.size_rank`."""
+    q, q_layouts = p, dict(layouts)
+    for feature, value, where in changes:
+        changed = ft.with_feature(q, q_layouts, feature, value, where)
+        if changed is not None and (growing or all(
+                a <= b for a, b in zip(changed[0].size_rank(), q.size_rank()))):
+            q, q_layouts = changed
+    return q, q_layouts
 
 
 def _off_axis_rows(p: ConvProblem, layouts: dict[str, str], axis: int,

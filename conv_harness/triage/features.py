@@ -144,9 +144,14 @@ def realisations(p: ConvProblem, layouts: dict[str, str], derived: str, value: i
     if derived == "batch_positions":
         return _batch_positions_realisations(p, layouts, value, axis, axes)
     out = []
+    every = tuple(range(len(p.input_size)))
     if derived == "K":
-        steps = [("kernel", 1, axes), ("in_channels", value, None)], \
-                [("in_channels", 1, None), ("kernel", value, (axis,) if len(axes) == 1 else axes)]
+        # a kernel of one tap on every axis, and of `value` taps on one axis and one on
+        # the others: a tap kept on another axis would multiply K
+        others = [("kernel", 1, tuple(a for a in every if a != axis))] if len(every) > 1 \
+            else []
+        steps = [("kernel", 1, every), ("in_channels", value, None)], \
+                [("in_channels", 1, None), *others, ("kernel", value, (axis,))]
         if len(axes) > 1 and value ** (1 / len(axes)) % 1:
             steps = steps[:1]  # a square kernel of `value` taps does not exist
         elif len(axes) > 1:
