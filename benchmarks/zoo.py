@@ -284,6 +284,17 @@ def _batch_block_backward(bwd, go, x, weight, bias, **kw):
     return gx, gw, gb
 
 
+#: the products a float16 path for long sums takes (`_float16_long_forward`)
+FLOAT16_LONG = 2048
+
+
+def _float16_long_forward(fwd, x, weight, bias, **kw):
+    y = fwd(x, weight, bias, **kw)
+    # a float16 path taken by sums of more than FLOAT16_LONG products, a term added twice
+    long = x.dtype == np.float16 and int(np.prod(weight.shape[1:])) > FLOAT16_LONG
+    return _bump(y) if long else y
+
+
 def _outputs(p: ConvProblem) -> tuple[int, ...]:
     return tuple(p.output_size)
 
@@ -343,6 +354,11 @@ CAUSES: dict[str, Cause] = {cause.name: cause for cause in (
     Cause("3x3 path ignores dilation", ("forward",),
           _on_3x3_path, frozenset({"kernel", "dilation"}),
           (r"dilation >= 2",), forward=_dilated_3x3_path_forward),
+    Cause("long float16 reduction", ("forward",),
+          lambda p: p.dtype == "float16" and p.forward_terms() > FLOAT16_LONG,
+          frozenset({"channels", "kernel"}),
+          (rf"K \(in channels per group x kernel taps\) >= {FLOAT16_LONG + 1}",),
+          forward=_float16_long_forward),
     Cause("batch block of four", ("grad_input",),
           lambda p: p.batch > 4, frozenset({"batch"}),
           (r"batch >= 5",), backward=_batch_block_backward),
@@ -407,11 +423,11 @@ def _on_torch(function: Callable[..., Any]) -> Callable[..., Any]:
     return on_torch
 
 
-#: causes on a path real kernels take for one archetype's geometry, drawn apart from
-#: the others (`generate`): an implementation that does not draw one keeps the causes
-#: it had before there were any
-PATH_CAUSES: tuple[str, ...] = ("3x3 path ignores dilation",)
-#: one implementation in PATH_SHARE draws a path cause
+#: causes on a path real kernels take for one archetype's geometry or one size, each
+#: drawn apart from the others from its own stream (`generate`): an implementation that
+#: does not draw one keeps the causes it had before it was added
+PATH_CAUSES: tuple[str, ...] = ("3x3 path ignores dilation", "long float16 reduction")
+#: one implementation in PATH_SHARE draws each path cause
 PATH_SHARE = 5
 
 #: causes that hide each other entirely (the same condition and results, or one's
@@ -421,14 +437,16 @@ _EXCLUSIVE = ({"stride remainder in grad_input", "uninitialised remainder rows"}
               {"dilation refused", "dilation ignored in grad_weight"},
               {"dilation refused", "3x3 path ignores dilation"},
               {"kernel flipped in the forward", "3x3 path ignores dilation"},
+              # the sums that long are visited with a kernel of many taps, all flipped
+              {"kernel flipped in the forward", "long float16 reduction"},
               {"grad_bias a batch mean", "grad_bias a mean over batch x positions"},
               {"float64 computed in float32", "no case for bias None"})
 
 
 def generate(seed: int, index: int, arrays: str = "numpy") -> ZooImplementation:
     """The zoo's implementation ``index`` of ``seed``: one to three causes, one or three
-    dimensions, and in one of `PATH_SHARE` a path cause besides; on ``arrays`` ("numpy"
-    or "torch": the same causes)."""
+    dimensions, and in one of `PATH_SHARE` each path cause besides; on ``arrays``
+    ("numpy" or "torch": the same causes)."""
     rng = random.Random(f"zoo {seed} {index}")
     dims = rng.choice([(2,), (2,), (1, 2, 3)])
     chosen: list[Cause] = []
@@ -439,9 +457,11 @@ def generate(seed: int, index: int, arrays: str = "numpy") -> ZooImplementation:
                 and not any({n, c.name} <= group for group in _EXCLUSIVE for c in chosen)]
     for _ in range(rng.choice([1, 2, 2, 3])):
         chosen.append(CAUSES[rng.choice(options(sorted(set(CAUSES) - set(PATH_CAUSES))))])
-    paths = random.Random(f"zoo paths {seed} {index}")
-    if paths.randrange(PATH_SHARE) == 0 and options(PATH_CAUSES):
-        chosen.append(CAUSES[paths.choice(options(PATH_CAUSES))])
+    for k, name in enumerate(PATH_CAUSES):
+        paths = random.Random(f"zoo paths {seed} {index}" if k == 0
+                              else f"zoo paths {k} {seed} {index}")
+        if paths.randrange(PATH_SHARE) == 0 and options([name]):
+            chosen.append(CAUSES[name])
     library = "" if arrays == "numpy" else f"{arrays}_"
     return ZooImplementation(f"zoo_{library}{seed}_{index}", dims, chosen, arrays)
 

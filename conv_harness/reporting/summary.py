@@ -192,8 +192,8 @@ class Summary:
             lines.append(f"  catalogue sweep: {visits} visits (each archetype and each "
                          "declared path, once per check that passed and can hold them; for "
                          "checks of ordinary problems also its one-step neighbours, its ties, "
-                         "its crossing, nine images and, in float16, one sum of thousands of "
-                         "terms)")
+                         "its crossing, nine images and, in float16, sums of thousands of terms, "
+                         "padded and not)")
         if record.largest:
             labels = {"batch": "batch", "channels_per_group": "channels per group",
                       "positions": "output positions per image", "kernel": "kernel",

@@ -646,13 +646,19 @@ def _derived(p: ConvProblem, layouts: dict[str, str], axis: int, axes: tuple[int
         if minimal <= 1 or not parts:
             continue
         outcome: dict[Any, bool | str] = {1: False}
-        for value in sorted({minimal, minimal + 1} | _smaller(minimal)):
+
+        def tried(value: int) -> bool | str | None:
             verdict = _every_way([trials.outcome(*q, (name, value, i)) for i, q in enumerate(
                 ft.realisations(p, layouts, name, value, axis, axes))])
             if verdict is not None:
                 outcome[value] = verdict
+            return verdict
+        for value in sorted({minimal, minimal + 1} | _smaller(minimal)):
+            tried(value)
         if outcome.get(minimal) is not True:
             continue
+        # from a sweep's case far above it (K 2375 of a bug from 2049 on): to the boundary
+        _down_to_boundary(outcome, minimal, tried)
         row = _row(name, axis if on_axis else None, minimal, outcome)
         rows.append(row)
         trigger = [c for c in trigger if c.feature not in components]

@@ -52,8 +52,9 @@ And one (issue 59) on a path for long float16 sums, which the random draws never
 reach (they keep float16 within 512 terms); the sweep's long float16 visit does:
 
     float16_long_chunks a float16 forward that sums more than 2048 products in chunks
-                        of 2048 and leaves out the last, partial chunk
-                        -> float16, K above 2048 and not a multiple of it
+                        of 2048, its accumulator reset for each: only the last
+                        chunk's sum is kept
+                        -> float16, K 2049 (1x1 kernel, 2049 channels)
 
 And one (issue 35) whose bug lies on a tie between sizes of different arrays,
 which independent draws rarely make (conv_harness/ties.py):
@@ -225,16 +226,17 @@ FLOAT16_CHUNK = 2048
 
 def _float16_long_chunks(conv, x, weight, bias, kw):
     terms = math.prod(weight.shape[1:])
-    if x.dtype != np.float16 or terms <= FLOAT16_CHUNK or terms % FLOAT16_CHUNK == 0:
+    if x.dtype != np.float16 or terms <= FLOAT16_CHUNK:
         return conv(x, weight, bias, **kw)
-    # a float16 path for long sums, in chunks of products summed in float32: the last,
-    # partial chunk left out
+    # a float16 path for long sums, in chunks of products summed in float32, the
+    # accumulator set (not added to) by each chunk: only the last one's products count.
+    # (A chunk left out would be one term at K 2049, within rounding on most data.)
     kept = weight.reshape(weight.shape[0], -1).copy()
-    kept[:, terms - terms % FLOAT16_CHUNK:] = 0
+    kept[:, :(terms - 1) // FLOAT16_CHUNK * FLOAT16_CHUNK] = 0
     return conv(x, kept.reshape(weight.shape), bias, **kw)
 
 
-#: wrong only in float16 sums of more than 2048 products (not a multiple of it): the
+#: wrong only in float16 sums of more than 2048 products: the
 #: random draws keep float16 within 512; the sweep's long float16 visit reaches it
 float16_long_chunks = _module(**{op: _wrapped(op, _float16_long_chunks)
                                  for op in ("conv1d", "conv2d", "conv3d")})

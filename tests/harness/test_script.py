@@ -97,7 +97,7 @@ def test_a_long_float16_sum_is_bounded_as_declared_in_the_script_too(accumulatio
     """A float16 result of more than FLOAT16_MAX_TERMS products is judged as summed in
     float32 and rounded once, unless float16 sums are declared (then float16's own
     gamma(K), as at 512 products and fewer); the script's bound is the harness's."""
-    (visit,) = catalogue.long_float16_visits("conv2d", Capabilities())
+    visit = catalogue.long_float16_visits("conv2d", Capabilities())[0]
     case = visit.case()
     record = case_record("conv_impl.einsum", case, "forward", "m")
     if accumulation == "float16":

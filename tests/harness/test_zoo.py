@@ -11,10 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from benchmarks import zoo
 from benchmarks.triage_zoo import misses, score
 from conv_harness.checks.registry import examine
+from conv_harness.problem import ConvProblem
+from conv_harness.running.capabilities import Capabilities
 from conv_harness.running.loader import load_implementation
 from conv_harness.triage.catalog import Bug, merge
 from conv_harness.triage.explain import Condition, Row
-from strategies import conv_problems
+from strategies import catalogue, conv_problems
 from strategies.cases import noise_case
 
 #: which check shows each symptom
@@ -79,6 +81,26 @@ def test_a_cause_alone_fails_where_its_condition_holds_and_only_there(name):
 
     agree()
     assert seen[False], name  # the condition is not everywhere
+
+
+def test_a_long_float16_reduction_fails_past_its_products_only():
+    """Its ground truth, which random problems in float32 and float64 do not test: the
+    sweep's long float16 visits fail, padded or not; float16 of 2048 products passes,
+    of 2049 fails; float32 of 2049 passes."""
+    cause = zoo.CAUSES["long float16 reduction"]
+    impl = load_implementation(f"{zoo.__file__}:zoo_1_67_cause1")
+    assert zoo.zoo_1_67_cause1.ZOO_CAUSES == [cause.name]
+    visits = catalogue.long_float16_visits("conv2d", Capabilities())
+    assert [any(v.problem.padding) for v in visits] == [True, False]
+    problems = [(v.problem, v.case()) for v in visits] + [
+        (q, noise_case(q)) for q in (
+            ConvProblem(op="conv2d", batch=1, in_channels=channels, out_channels=1,
+                        input_size=(1, 1), kernel_size=(1, 1), stride=(1, 1), padding=(0, 0),
+                        dilation=(1, 1), groups=1, bias=False, dtype=dtype)
+            for channels, dtype in ((2048, "float16"), (2049, "float16"), (2049, "float32")))]
+    failed = [bool(examine("forward", impl, case)) for _, case in problems]
+    assert failed == [True, True, False, True, False]
+    assert failed == [cause.holds(p) for p, _ in problems]
 
 
 @pytest.mark.long
