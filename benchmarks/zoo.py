@@ -233,6 +233,30 @@ def _groups_forward(fwd, x, weight, bias, *, groups, **kw):
     return y
 
 
+def _check_sizes(x, weight, dilation) -> None:
+    # per axis, the kernel must fit the input: the padding that makes room forgotten
+    for axis, (n, k, d) in enumerate(zip(x.shape[2:], weight.shape[2:], dilation)):
+        if n < d * (k - 1) + 1:
+            raise ValueError(f"input size {n} on axis {axis} is smaller than the kernel's "
+                             f"span {d * (k - 1) + 1}")
+
+
+def _size_check_forward(fwd, x, weight, bias, *, dilation, **kw):
+    _check_sizes(x, weight, dilation)
+    return fwd(x, weight, bias, dilation=dilation, **kw)
+
+
+def _size_check_backward(bwd, go, x, weight, bias, *, dilation, **kw):
+    _check_sizes(x, weight, dilation)
+    return bwd(go, x, weight, bias, dilation=dilation, **kw)
+
+
+def _narrow(p: ConvProblem) -> bool:
+    """Whether some axis's input is shorter than its dilated kernel (padding makes room)."""
+    return any(n < d * (k - 1) + 1
+               for n, k, d in zip(p.input_size, p.kernel_size, p.dilation))
+
+
 def _dilation_grad_weight(bwd, go, x, weight, bias, *, dilation, **kw):
     gx, gw, gb = bwd(go, x, weight, bias, dilation=dilation, **kw)
     return (gx, _bump(gw), gb) if max(dilation) > 1 else (gx, gw, gb)
@@ -347,6 +371,10 @@ CAUSES: dict[str, Cause] = {cause.name: cause for cause in (
     Cause("backward of square outputs only", ("raised",),
           lambda p: len(set(_outputs(p))) > 1, frozenset(),
           (r"!=", r"not square"), backward=_square_backward, dims=(2, 3)),
+    Cause("size check without padding", ("raised",),
+          _narrow, frozenset({"kernel", "padding"}),
+          (r"the kernel \(dilated\) longer than the input on an axis",),
+          forward=_size_check_forward, backward=_size_check_backward),
     Cause("partial block of channels", ("forward",),
           lambda p: p.in_channels // p.groups > BLOCK and (p.in_channels // p.groups) % BLOCK,
           frozenset({"channels"}),
@@ -423,12 +451,16 @@ def _on_torch(function: Callable[..., Any]) -> Callable[..., Any]:
     return on_torch
 
 
-#: causes on a path real kernels take for one archetype's geometry or one size, each
-#: drawn apart from the others from its own stream (`generate`): an implementation that
-#: does not draw one keeps the causes it had before it was added
-PATH_CAUSES: tuple[str, ...] = ("3x3 path ignores dilation", "long float16 reduction")
-#: one implementation in PATH_SHARE draws each path cause
-PATH_SHARE = 5
+#: causes added after the zoo's first figures (paths real kernels take for one
+#: archetype's geometry or one size, a size check), each drawn apart from the others
+#: from a stream of its own (`generate`): an implementation that does not draw one
+#: keeps the causes it had before it was added, so earlier figures stay comparable
+APART_CAUSES: tuple[str, ...] = ("3x3 path ignores dilation", "long float16 reduction",
+                                 "size check without padding")
+#: one implementation in APART_SHARE draws each of them
+APART_SHARE = 5
+#: the most causes an implementation has: three, and one drawn apart
+MOST_CAUSES = 4
 
 #: causes that hide each other entirely (the same condition and results, or one's
 #: region inside the other's in the same function: a 3x3 dilated problem shows a
@@ -445,7 +477,7 @@ _EXCLUSIVE = ({"stride remainder in grad_input", "uninitialised remainder rows"}
 
 def generate(seed: int, index: int, arrays: str = "numpy") -> ZooImplementation:
     """The zoo's implementation ``index`` of ``seed``: one to three causes, one or three
-    dimensions, and in one of `PATH_SHARE` each path cause besides; on ``arrays``
+    dimensions, and in one of `APART_SHARE` each of `APART_CAUSES` besides; on ``arrays``
     ("numpy" or "torch": the same causes)."""
     rng = random.Random(f"zoo {seed} {index}")
     dims = rng.choice([(2,), (2,), (1, 2, 3)])
@@ -456,11 +488,12 @@ def generate(seed: int, index: int, arrays: str = "numpy") -> ZooImplementation:
                 and set(CAUSES[n].dims) & set(dims)
                 and not any({n, c.name} <= group for group in _EXCLUSIVE for c in chosen)]
     for _ in range(rng.choice([1, 2, 2, 3])):
-        chosen.append(CAUSES[rng.choice(options(sorted(set(CAUSES) - set(PATH_CAUSES))))])
-    for k, name in enumerate(PATH_CAUSES):
-        paths = random.Random(f"zoo paths {seed} {index}" if k == 0
+        chosen.append(CAUSES[rng.choice(options(sorted(set(CAUSES) - set(APART_CAUSES))))])
+    for k, name in enumerate(APART_CAUSES):
+        stream = random.Random(f"zoo paths {seed} {index}" if k == 0
                               else f"zoo paths {k} {seed} {index}")
-        if paths.randrange(PATH_SHARE) == 0 and options([name]):
+        if stream.randrange(APART_SHARE) == 0 and options([name]) \
+                and len(chosen) < MOST_CAUSES:
             chosen.append(CAUSES[name])
     library = "" if arrays == "numpy" else f"{arrays}_"
     return ZooImplementation(f"zoo_{library}{seed}_{index}", dims, chosen, arrays)

@@ -370,6 +370,35 @@ AxisMove = Callable[[ConvProblem, int, int, int], "ConvProblem | None"]
 AxisMoves = Callable[[ConvProblem, int, int, int], "list[ConvProblem | None]"]
 
 
+def _longer_again(p: ConvProblem, a: int, b: int, axis: int) -> list[ConvProblem | None]:
+    """Where the span is the longer: a tap longer, and the input a position longer if it
+    stays the shorter; where it is not: made longer there too (so that a bug of a
+    crossing, which needs an axis where the kernel is the shorter, passes). Where the
+    axis is dilated: the same span in taps (so that a bug that needs a dilation too,
+    a size check made only for dilated kernels, passes)."""
+    moved = [_kernel_axis(p, axis, p.kernel_size[axis] + 1),
+             _input_longer(p, axis) if a > b + 1 else None] if a > b \
+        else [_kernel_span(p, axis, b + 1)]
+    return moved + [_undilated(p, axis)] if p.dilation[axis] > 1 else moved
+
+
+def _undilated(p: ConvProblem, axis: int) -> ConvProblem | None:
+    """``p`` with dilation 1 on ``axis`` and as many taps as its dilated span there."""
+    span = dilated_kernel(p)[axis]
+    try:
+        q = dataclasses.replace(p, kernel_size=p.kernel_size[:axis] + (span,)
+                                + p.kernel_size[axis + 1:],
+                                dilation=p.dilation[:axis] + (1,) + p.dilation[axis + 1:])
+    except ValueError:
+        return None
+    return q if min(q.output_size) >= 1 else None
+
+
+def _input_spans(p: ConvProblem, a: int, b: int, axis: int) -> ConvProblem | None:
+    """The input as long as the span where it was the shorter, the kernel kept."""
+    return _input_longer(p, axis, a - b) if a > b else p
+
+
 def _crossed(pairs: list[tuple[int, int]]) -> bool:
     return any(a > b for a, b in pairs) and any(a < b for a, b in pairs)
 
@@ -396,15 +425,19 @@ class Crossing:
     components: frozenset[str]
     #: the crossing made at other sizes: one axis changed where the left is the smaller
     again: AxisMoves = _span_again
-    #: the crossing undone: the left made the smaller (``fits``), or the larger
-    #: (``covers``), on each axis where it was not
+    #: the crossing undone two ways: the left made the smaller (``fits``), or the larger
+    #: (``covers``), on each axis where it was not (of "longer": the left made the
+    #: smaller, or the right as long as the left)
     fits: AxisMove = _span_fits
     covers: AxisMove = _taps_covers
-    #: "crossing", or "tie" for a relation of two per-axis sizes equal on some axis
+    #: "crossing"; "tie" for a relation of two per-axis sizes equal on some axis;
+    #: "longer" for the left longer than the right on some axis
     kind: str = "crossing"
 
     def holds(self, p: ConvProblem) -> bool:
         pairs = list(zip(self.left(p), self.right(p)))
+        if self.kind == "longer":
+            return any(a > b for a, b in pairs)
         return _tied(pairs) if self.kind == "tie" else _crossed(pairs)
 
 
@@ -428,6 +461,11 @@ CROSSINGS: tuple[Crossing, ...] = (
     Crossing("W=O", "the kernel as long as the outputs on an axis", lambda p: p.kernel_size,
              axis_positions, _AXIS_SIZES, again=_taps_tied_again, fits=_input_untied,
              covers=_kernel_untied, kind="tie"),
+    # a size check that forgets the padding (the input must hold the kernel): refuses
+    # every problem whose padding makes room for a kernel longer than the input
+    Crossing("W>X", "the kernel (dilated) longer than the input on an axis", dilated_kernel,
+             lambda p: p.input_size, _AXIS_SIZES, again=_longer_again, fits=_span_fits,
+             covers=_input_spans, kind="longer"),
 )
 CROSSING_BY_NAME: dict[str, Crossing] = {c.name: c for c in CROSSINGS}
 

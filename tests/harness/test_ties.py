@@ -239,6 +239,28 @@ def test_a_crossing_is_named_only_where_the_bug_follows_it():
     assert _trigger(crossed, lambda p: max(p.kernel_size) >= 2) != text
 
 
+def test_a_kernel_longer_than_the_input_is_named_only_where_the_bug_follows_it():
+    """Kernel 1x2 over a 1x1 input padded on w: a size check that forgets the padding
+    refuses it. Made again (a tap longer) it fails; undone (kernel 1x1; input 1x2) it
+    passes: the trigger names it. A bug of padding with a kernel of two taps fails on
+    the input made as long as the kernel, and of a crossing (the kernel the shorter on
+    some axis) where the kernel is made the longer on every axis: neither is named so."""
+    narrow = _problem(input_size=(1, 1), kernel_size=(1, 2), padding=(0, 1))
+    longer = ties.CROSSING_BY_NAME["W>X"]
+
+    def refused(p: ConvProblem) -> bool:
+        return longer.holds(p)
+    assert [q.kernel_size for q in ties.crossed_again(narrow, "W>X")] == [(1, 3)]
+    assert [(q.kernel_size, q.input_size) for q in ties.uncrossed(narrow, "W>X")] == [
+        ((1, 1), (1, 1)), ((1, 2), (1, 2))]
+    assert _trigger(narrow, refused) == longer.text
+    assert _trigger(narrow, lambda p: max(p.padding) >= 1 and max(p.kernel_size) >= 2) \
+        != longer.text
+    crossed = _problem(input_size=(1, 2), kernel_size=(2, 1), padding=(1, 0))
+    assert longer.holds(crossed)
+    assert _trigger(crossed, _crossed) == ties.CROSSING_BY_NAME["W~X"].text
+
+
 def test_crossing_swap_is_wrong_on_a_crossing_only():
     impl = load_implementation(f"{HERE / 'fast_paths.py'}:crossing_swap")
     weight_varies = dict(in_channels=1)
