@@ -13,7 +13,10 @@ dense), the outputs (an odd count on every axis, where the archetype's
 own has an even one: a path that tiles by two loses the tail), or the input
 channels per group of a dense or grouped archetype (`CHANNELS_NEIGHBOUR`, off
 every block an optimised kernel takes channels in: a path that mishandles the
-last, partial block of a group's channels fails only there).
+last, partial block of a group's channels fails only there). An archetype
+padded by 2 or more has an unpadded neighbour too (DeepLab's dilated 3x3
+without its padding: a bug of every padded problem hides the others of its
+geometry, and padding one less is still padded).
 
 Every visit has small, fixed sizes (batch 2, two channels per group, four
 outputs per axis or the fewest the padding leaves; one visit per kind of geometry
@@ -39,7 +42,7 @@ from strategies.problems import Bounds
 
 #: what a neighbour changes: the archetype's features, the outputs' parity and the
 #: input channels per group
-NEIGHBOUR_FEATURES = archetypes.FEATURES + ("outputs", "channels")
+NEIGHBOUR_FEATURES = archetypes.FEATURES + ("outputs", "channels", "unpadded")
 #: the channels neighbour's input channels per group (the reduction's): one above 16,
 #: so one above a multiple of 4, 8 and 16 (the blocks kernels take channels in), a
 #: tail of one in each;
@@ -133,6 +136,8 @@ def _geometry(arch: Archetype, feature: str | None) -> dict:
         geometry[feature] = tuple(_step(feature, v) for v in geometry[feature])
     elif feature == "groups":
         geometry["groups"] = "depthwise" if arch.groups == "dense" else "dense"
+    elif feature == "unpadded":
+        geometry["padding"] = (0,) * len(geometry["padding"])
     return geometry
 
 

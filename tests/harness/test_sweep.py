@@ -55,6 +55,10 @@ def test_every_archetype_and_each_neighbour_is_visited_once(op):
             if visit.feature == "channels":  # the geometry's own, off every channel block
                 assert diff == [] and arch.groups != "depthwise", visit.label
                 assert p.in_channels // p.groups == catalogue.CHANNELS_NEIGHBOUR, visit.label
+            elif visit.feature == "unpadded":  # padded by 2 or more, now by none
+                assert diff == ["padding"] and not any(p.padding), visit.label
+                assert max(arch.padding) >= 2 or sum(map(bool, arch.padding)) < len(
+                    arch.padding), visit.label
             elif visit.feature in (None, "outputs"):
                 assert diff == [], (visit.label, p.describe())
                 count = p.input_size if p.spec.transposed else p.output_size
@@ -66,7 +70,7 @@ def test_every_archetype_and_each_neighbour_is_visited_once(op):
         for feature in set(catalogue.NEIGHBOUR_FEATURES) - features:
             assert any(archetypes.differences(arch, v.problem) == [feature]
                        for v in visits) or feature in ("dilation", "groups", "outputs",
-                                                       "channels"), (
+                                                       "channels", "unpadded"), (
                 arch.label, feature)
 
 
