@@ -61,6 +61,10 @@ _CONTRACT_KINDS = frozenset({"forward", "grad_input", "grad_weight", "grad_bias"
 
 #: the `Condition` op of a bug of every other value of a feature from its least one up
 EVERY_OTHER = "every 2"
+#: the `Condition` op of a bug of a block's tail: above ``value`` and not a multiple of it
+#: (a path taking channels in blocks of 8 that mishandles a partial one: 9 to 15 and 17
+#: fail, 8 and 16 pass)
+TAIL = "tail of"
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,8 @@ class Condition:
             return v <= self.value
         if self.op == EVERY_OTHER:
             return v >= self.value and (v - self.value) % 2 == 0
+        if self.op == TAIL:
+            return v > self.value and v % self.value != 0
         return v in self.value
 
     def text(self) -> str:
@@ -104,6 +110,8 @@ class Condition:
         elif self.op == EVERY_OTHER:
             text = f"{label} {'odd' if self.value % 2 else 'even'}"
             text += f" >= {self.value}" if self.value > 1 else ""  # from 0 or 1: all of them
+        elif self.op == TAIL:
+            text = f"{label} > {self.value}, not a multiple of {self.value}"
         elif self.op == "<=" and self.value == 0:
             text = f"{label} = 0"
         else:
@@ -444,6 +452,8 @@ def explain(case: ConvCase, probe: Probe, caps: Capabilities) -> Explanation:
         if feature in ft.BISECTED:
             _down_to_boundary(outcome, minimal, tried)
             _every_other(outcome, minimal, tried, feature in WHOLE_ITEMS)
+            if feature in WHOLE_ITEMS:
+                _past_a_block(outcome, minimal, tried)
         if len(outcome) > 1 or (outcome and minimal not in outcome):
             rows.append(_row(feature, axis if on_axis and not caps.square else None, minimal,
                              outcome, trials.counts_of(feature, outcome)))
@@ -647,18 +657,25 @@ def _derived(p: ConvProblem, layouts: dict[str, str], axis: int, axes: tuple[int
             continue
         outcome: dict[Any, bool | str] = {1: False}
 
-        def tried(value: int) -> bool | str | None:
-            verdict = _every_way([trials.outcome(*q, (name, value, i)) for i, q in enumerate(
-                ft.realisations(p, layouts, name, value, axis, axes))])
+        def tried(value: int, some_way: bool = False) -> bool | str | None:
+            verdicts = [trials.outcome(*q, (name, value, i)) for i, q in enumerate(
+                ft.realisations(p, layouts, name, value, axis, axes))]
+            verdict = _every_way(verdicts)
+            if some_way and True in verdicts and False not in verdicts:
+                verdict = True
             if verdict is not None:
                 outcome[value] = verdict
             return verdict
+        # The product holds where every way fails at the minimal value; at the others a
+        # value is below the boundary where some way passes, above it where one fails and
+        # the others are masked (2049 channels are another cause's partial block of 8;
+        # 2049 taps fail)
         for value in sorted({minimal, minimal + 1} | _smaller(minimal)):
-            tried(value)
+            tried(value, some_way=value != minimal)
         if outcome.get(minimal) is not True:
             continue
         # from a sweep's case far above it (K 2375 of a bug from 2049 on): to the boundary
-        _down_to_boundary(outcome, minimal, tried)
+        _down_to_boundary(outcome, minimal, lambda v: tried(v, some_way=True))
         row = _row(name, axis if on_axis else None, minimal, outcome)
         rows.append(row)
         trigger = [c for c in trigger if c.feature not in components]
@@ -913,6 +930,34 @@ def _every_other(outcome: dict[Any, bool | str], minimal: int,
             tried(value)
 
 
+def _past_a_block(outcome: dict[Any, bool | str], minimal: int,
+                  tried: Callable[[int], bool | str | None]) -> None:
+    """Where a count fails from a boundary up (9 fails, 8 passes: ``>= 9``), twice the
+    value below it and the one after (16 and 17): a path that takes the items in blocks
+    of 8 and mishandles a partial block passes at 16 and fails again at 17, which
+    `_condition` names (``> 8, not a multiple of 8``); ``>= 9`` would cover every
+    failure of a problem of 16, 32 or 96 channels, another cause's among them."""
+    least = _lowest_failing(outcome, minimal)
+    block = least - 1  # of 2: odd counts, which `_every_other` names
+    if block >= 3 and outcome.get(least) is True and outcome.get(block) is False:
+        for value in (2 * block, 2 * block + 1):
+            tried(value)
+
+
+def _tail_of(row: Row) -> int | None:
+    """The block, where the row fails above it and off its multiples only, a multiple
+    passing between failures (8: 9 and 17 fail, 8 and 16 pass)."""
+    if not row.fails or row.feature not in WHOLE_ITEMS:
+        return None
+    block = min(row.fails) - 1
+    if block < 3 or block not in row.passes or 2 * block not in row.passes:
+        return None
+    if any(v % block == 0 for v in row.fails) or max(row.fails) < 2 * block:
+        return None
+    above = [v for v in row.passes if v > block]
+    return block if all(v % block == 0 for v in above) else None
+
+
 def _every_other_from(row: Row) -> int | None:
     """The least failing value, where the row fails at every other value from it (three
     at least: two would be a pair of values) and passes between them and at every
@@ -958,6 +1003,9 @@ def _condition(row: Row, caps: Capabilities) -> Condition | None:
         return None
     if row.feature in ft.NUMERIC:
         low, high = min(row.fails), max(row.fails)
+        block = _tail_of(row)
+        if block is not None:
+            return Condition(row.feature, TAIL, block, row.axis)
         if all(v < low for v in row.passes):
             return Condition(row.feature, ">=", low, row.axis)
         if all(v > high for v in row.passes):

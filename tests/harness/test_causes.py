@@ -188,6 +188,51 @@ def test_a_size_met_far_from_its_boundary_is_bisected_to_it(feature, far, bounda
     assert boundary - 1 in row.passes and boundary in row.fails
 
 
+@pytest.mark.parametrize("feature, far, block", [("in_channels", 98, 8),
+                                                  ("out_channels", 40, 16),
+                                                  ("batch", 10, 4)])
+def test_a_partial_block_is_a_tail_not_a_threshold(feature, far, block):
+    """A path that takes items in blocks and mishandles a partial one fails from a
+    block and one up, but not at two blocks: the trigger says so (``> 8, not a multiple
+    of 8``), so that its region does not cover a failure of another cause at 96
+    channels. A bug from a size on keeps ``>=`` (test above)."""
+    case = constant_case(problem(**{feature: far}))
+
+    def probe(c: ConvCase) -> bool:
+        per_group = c.problem.groups if feature.endswith("channels") else 1
+        value = getattr(c.problem, feature) // per_group
+        return value > block and value % block != 0
+
+    explanation = explain(case, probe, Capabilities())
+    label = {"in_channels": "in channels per group", "out_channels": "out channels per group",
+             "batch": "batch"}[feature]
+    (condition,) = explanation.trigger
+    assert condition.text() == f"{label} > {block}, not a multiple of {block}"
+    assert [condition.holds(v) for v in (block, block + 1, 2 * block, 6 * block + 1)] == [
+        False, True, False, True]
+    assert getattr(explanation.smaller.problem, feature) == block + 1
+
+
+def test_a_product_is_bisected_through_values_another_cause_masks():
+    """A float16 path wrong past 2048 products, met at a sweep's K of 4704 (96 channels
+    of a 7x7 kernel) beside a known partial block of 8 channels, which masks every
+    value of K that channels not a multiple of 8 realise: a value where the kernel's
+    taps fail and the channels are masked is above the boundary, and the trigger
+    starts at it (it stopped at 2352, half the visit's K)."""
+    case = constant_case(problem(in_channels=96, kernel_size=(7, 7), input_size=(7, 7),
+                                 dtype="float16"))
+
+    def probe(c: ConvCase) -> bool | str:
+        per_group = c.problem.in_channels // c.problem.groups
+        if per_group > 8 and per_group % 8:
+            return "raised"  # what the known cause covers: masked
+        return c.problem.dtype == "float16" and c.problem.forward_terms() > 2048
+
+    explanation = explain(case, probe, Capabilities())
+    assert "K (in channels per group x kernel taps) >= 2049" in [
+        c.text() for c in explanation.trigger], explanation.one_line()
+
+
 def test_the_smaller_case_is_the_plainest_in_one_explanation():
     """Issue 34: a sweep visit's case, which Hypothesis did not shrink (batch 2, two
     channels, a 7x7 kernel with padding 3, 98 out channels), of a bug from 33 out
