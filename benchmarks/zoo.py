@@ -28,6 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from conv_harness.problem import ConvProblem
+from conv_harness.ties import dilated_kernel
 from conv_impl import einsum
 
 Forward = Callable[..., np.ndarray]
@@ -253,8 +254,7 @@ def _size_check_backward(bwd, go, x, weight, bias, *, dilation, **kw):
 
 def _narrow(p: ConvProblem) -> bool:
     """Whether some axis's input is shorter than its dilated kernel (padding makes room)."""
-    return any(n < d * (k - 1) + 1
-               for n, k, d in zip(p.input_size, p.kernel_size, p.dilation))
+    return any(n < span for n, span in zip(p.input_size, dilated_kernel(p)))
 
 
 def _dilation_grad_weight(bwd, go, x, weight, bias, *, dilation, **kw):

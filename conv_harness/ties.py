@@ -182,11 +182,13 @@ def retied(p: ConvProblem, name: str) -> list[ConvProblem]:
     return out
 
 
-def _kernel(p: ConvProblem, kernel: tuple[int, ...]) -> ConvProblem | None:
-    """``p`` with ``kernel``, the input kept (None where invalid: no output position on
-    some axis, as a transposed problem's padding leaves with a shorter kernel)."""
+def _kernel(p: ConvProblem, kernel: tuple[int, ...],
+            dilation: tuple[int, ...] | None = None) -> ConvProblem | None:
+    """``p`` with ``kernel`` (and ``dilation``), the input kept (None where invalid: no
+    output position on some axis, as a transposed problem's padding leaves with a
+    shorter kernel)."""
     try:
-        q = dataclasses.replace(p, kernel_size=kernel)
+        q = dataclasses.replace(p, kernel_size=kernel, dilation=dilation or p.dilation)
     except ValueError:
         return None
     return q if min(q.output_size) >= 1 else None
@@ -376,22 +378,21 @@ def _longer_again(p: ConvProblem, a: int, b: int, axis: int) -> list[ConvProblem
     crossing, which needs an axis where the kernel is the shorter, passes). Where the
     axis is dilated: the same span in taps (so that a bug that needs a dilation too,
     a size check made only for dilated kernels, passes)."""
-    moved = [_kernel_axis(p, axis, p.kernel_size[axis] + 1),
-             _input_longer(p, axis) if a > b + 1 else None] if a > b \
-        else [_kernel_span(p, axis, b + 1)]
-    return moved + [_undilated(p, axis)] if p.dilation[axis] > 1 else moved
+    if a > b:
+        moved = [_kernel_axis(p, axis, p.kernel_size[axis] + 1),
+                 _input_longer(p, axis) if a > b + 1 else None]
+    else:
+        moved = [_kernel_span(p, axis, b + 1)]
+    if p.dilation[axis] > 1:
+        moved.append(_undilated(p, axis))
+    return moved
 
 
 def _undilated(p: ConvProblem, axis: int) -> ConvProblem | None:
     """``p`` with dilation 1 on ``axis`` and as many taps as its dilated span there."""
     span = dilated_kernel(p)[axis]
-    try:
-        q = dataclasses.replace(p, kernel_size=p.kernel_size[:axis] + (span,)
-                                + p.kernel_size[axis + 1:],
-                                dilation=p.dilation[:axis] + (1,) + p.dilation[axis + 1:])
-    except ValueError:
-        return None
-    return q if min(q.output_size) >= 1 else None
+    return _kernel(p, p.kernel_size[:axis] + (span,) + p.kernel_size[axis + 1:],
+                   p.dilation[:axis] + (1,) + p.dilation[axis + 1:])
 
 
 def _input_spans(p: ConvProblem, a: int, b: int, axis: int) -> ConvProblem | None:

@@ -14,9 +14,9 @@ own has an even one: a path that tiles by two loses the tail), or the input
 channels per group of a dense or grouped archetype (`CHANNELS_NEIGHBOUR`, off
 every block an optimised kernel takes channels in: a path that mishandles the
 last, partial block of a group's channels fails only there). An archetype
-padded by 2 or more has an unpadded neighbour too (DeepLab's dilated 3x3
-without its padding: a bug of every padded problem hides the others of its
-geometry, and padding one less is still padded).
+padded by 2 or more, or on some axes only, has an unpadded neighbour too
+(DeepLab's dilated 3x3 without its padding: a bug of every padded problem
+hides the others of its geometry, and padding one less is still padded).
 
 Every visit has small, fixed sizes (batch 2, two channels per group, four
 outputs per axis or the fewest the padding leaves; one visit per kind of geometry
