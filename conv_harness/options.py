@@ -16,6 +16,9 @@ from typing import Any
 DEFAULT_SPEC = "conv_impl.einsum"
 #: where case files, scripts and summary.json go
 DEFAULT_FAILURES_DIR = ".conv-failures"
+#: distinct bugs a test looks for: more than three, as a function with three causes
+#: and a fast path's beside them has (the triage zoo draws up to four), one to spare
+DEFAULT_MAX_BUGS = 5
 DEFAULT_TIMEOUT = 20.0  # seconds per call: generated problems take milliseconds
 #: values of --conv-regressions
 REGRESSION_MODES = ("own", "all", "none")
@@ -58,10 +61,11 @@ def _run_options(group: Any) -> None:
              "after it; the summary says how many examples "
              "each test got (default 0: none, the profile's example count)")
     group.addoption(
-        "--conv-max-bugs", type=int, default=3, metavar="N",
+        "--conv-max-bugs", type=int, default=DEFAULT_MAX_BUGS, metavar="N",
         help="distinct bugs to search for per check (implementation x operation x check): "
              "after a failure is shrunk, the check is searched again with that bug's "
-             "trigger excluded, until N bugs or nothing more is found (default 3)")
+             "trigger excluded, until N bugs or nothing more is found "
+             f"(default {DEFAULT_MAX_BUGS})")
     group.addoption(
         "--conv-print-scripts", action="store_true", default=False,
         help="print each bug's standalone reproduction script in its report (it is always "

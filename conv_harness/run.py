@@ -31,7 +31,7 @@ from hypothesis import settings
 from conv_harness import profiles
 from conv_harness.checks import oracle
 from conv_harness.checks.registry import REGISTRY
-from conv_harness.options import DEFAULT_FAILURES_DIR, DEFAULT_TIMEOUT
+from conv_harness.options import DEFAULT_FAILURES_DIR, DEFAULT_MAX_BUGS, DEFAULT_TIMEOUT
 from conv_harness.problem import OPS, ConvProblem
 from conv_harness.records import coverage
 from conv_harness.reporting.summary import Summary, record_of
@@ -40,7 +40,7 @@ from conv_harness.running.loader import Implementation, load_implementations
 from conv_harness.running.target import Target
 from conv_harness.searching.state import RunState
 from conv_harness.triage import causes
-from conv_harness.searching.search import DEFAULT_MAX_BUGS, search_in_process
+from conv_harness.searching.search import search_in_process
 from strategies import pinned
 
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from conv_harness.options import DEFAULT_MAX_BUGS
 from conv_harness.running.target import Target
 from conv_harness.searching.search import (
-    DEFAULT_MAX_BUGS,
     set_key,
     conclude,
     database_key,

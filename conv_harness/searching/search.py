@@ -68,11 +68,11 @@ from conv_harness.triage.catalog import Bug, part_of, signature
 from conv_harness.triage.causes import CauseBook
 from conv_harness.triage.explain import Explanation, explain, failure_probe
 from conv_harness.searching import sweep
+from conv_harness.options import DEFAULT_MAX_BUGS
 from conv_harness.triage import stored
 from conv_harness.triage.history import HISTORY, history_dependent, verify_alone
 from strategies.problems import Focus
 
-DEFAULT_MAX_BUGS = 3
 
 
 def identity(spec: str) -> str:
@@ -395,7 +395,8 @@ def triage(state: TestState, target: Target, check: str, first: list[Found],
     Each finding is described and, a new cause, verified alone as it comes
     (`describe_and_verify`), before the next search. Once a follow-up search finds
     nothing, the catalogue sweep runs outside the known bugs' regions, as after a
-    search that passed (`swept`). Findings attributed to a
+    search that passed (`swept`), and again after each bug it finds (a visit failing
+    by another cause beside that bug's). Findings attributed to a
     cause known run-wide are kept (listed under that cause's entry) but do not
     count towards ``max_bugs``; they enter the follow-ups' exclusions as a new
     cause would (`_excludes`), so that a further search spends its examples
@@ -420,9 +421,11 @@ def triage(state: TestState, target: Target, check: str, first: list[Found],
             break
         if not found and not beyond and not state.budget.spent():
             # the random draws rarely reach an archetype's neighbours, where a fast
-            # path's bug beside the ones found shows: the sweep, outside their regions
-            beyond = True
+            # path's bug beside the ones found shows: the sweep, outside their regions;
+            # made again once a further search finds nothing after the bug it found,
+            # since its other failing visits may be of other causes
             found = swept(state, target, check, known=known)
+            beyond = not found
         if not found:
             stop = ("a further search, with the bugs above not counted, found nothing else"
                     if all(_excludes(b) for b in bugs) else "no further distinct bug found")

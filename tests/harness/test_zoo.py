@@ -9,10 +9,11 @@ import torch
 from hypothesis import HealthCheck, given, settings
 
 from benchmarks import zoo
-from benchmarks.triage_zoo import misses, score
+from benchmarks.triage_zoo import ZOO, misses, score
 from conv_harness.checks.registry import examine
 from conv_harness.problem import ConvProblem
 from conv_harness.running.capabilities import Capabilities
+from conv_harness.run import run_checks
 from conv_harness.running.loader import load_implementation
 from conv_harness.triage.catalog import Bug, merge
 from conv_harness.triage.explain import Condition, Row
@@ -203,3 +204,21 @@ def test_a_batch_block_beside_a_bug_of_every_padded_problem_is_found(tmp_path):
     assert {c.name for c in built.causes} == {"batch block of four", "padding off by one"}
     scored = score(built, 3, tmp_path)
     assert scored.all_exact, misses(scored)
+
+
+def test_four_causes_of_the_forward_two_of_them_met_only_by_the_sweep_are_four_entries(
+        tmp_path):
+    """A padding off by one, a partial block of channels, a 3x3 path and a float16 path
+    for long sums, all in the forward. The sweep's visits off the padding bug's region
+    fail by the block (channels neighbours) and by the long sum (the stem unpadded in
+    float16): the sweep is made again after the bug it found, so the long sum is the
+    fourth entry, which a default of three bugs per check cut off besides."""
+    built = zoo.generate(2, 76)
+    assert {c.name for c in built.causes} == {
+        "padding off by one", "partial block of channels", "3x3 path ignores dilation",
+        "long float16 reduction"}
+    result = run_checks(f"{ZOO}:{built.name}", ["forward"], ["conv2d"],
+                        failures_dir=tmp_path, seed=2, profile_name="zoo")
+    triggers = [bug["trigger"] for bug in result.bugs()]
+    assert len(triggers) == 4, triggers
+    assert any("dtype = float16 and K" in t for t in triggers), triggers
