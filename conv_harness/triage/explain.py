@@ -663,6 +663,13 @@ def _derived(p: ConvProblem, layouts: dict[str, str], axis: int, axes: tuple[int
             verdict = _every_way(verdicts)
             if some_way and True in verdicts and False not in verdicts:
                 verdict = True
+            elif verdict not in (True, False) and True in verdicts:
+                # the ways on one axis masked (a backward of square outputs only refuses
+                # 1x2 positions): positions alone, on every axis alike, at or above it
+                square = ft.square_realisation(p, layouts, name, value)
+                if square is not None \
+                        and trials.outcome(*square, (name, value, "square")) is True:
+                    verdict = True
             if verdict is not None:
                 outcome[value] = verdict
             return verdict

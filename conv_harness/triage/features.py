@@ -171,6 +171,24 @@ def realisations(p: ConvProblem, layouts: dict[str, str], derived: str, value: i
     return out
 
 
+def square_realisation(p: ConvProblem, layouts: dict[str, str], derived: str, value: int
+                       ) -> tuple[ConvProblem, dict[str, str]] | None:
+    """Positions, or batch x positions, of at least ``value`` carried by the outputs on
+    every axis alike (one image; the least ``m`` per axis with ``m ** axes >= value``):
+    where `realisations`' ways on one axis are refused (a backward of square outputs
+    only), the positions alone at the least square value at or above it. None in one
+    dimension, and for other derived features."""
+    every = tuple(range(len(p.input_size)))
+    if derived not in ("positions", "batch_positions") or len(every) < 2:
+        return None
+    m = 1
+    while m ** len(every) < value:
+        m += 1
+    q = with_feature(p, layouts, "batch", 1, every) if derived == "batch_positions" \
+        else (p, layouts)
+    return None if q is None else with_feature(*q, "outputs", m, every)
+
+
 def _batch_positions_realisations(p: ConvProblem, layouts: dict[str, str], value: int,
                                   axis: int, axes: tuple[int, ...]
                                   ) -> list[tuple[ConvProblem, dict[str, str]]]:

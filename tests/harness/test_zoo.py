@@ -9,7 +9,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 
 from benchmarks import zoo
-from benchmarks.triage_zoo import ZOO, misses, score
+from benchmarks.triage_zoo import CHECKS, ZOO, misses, score
 from conv_harness.checks.registry import examine
 from conv_harness.problem import ConvProblem
 from conv_harness.running.capabilities import Capabilities
@@ -222,3 +222,17 @@ def test_four_causes_of_the_forward_two_of_them_met_only_by_the_sweep_are_four_e
     triggers = [bug["trigger"] for bug in result.bugs()]
     assert len(triggers) == 4, triggers
     assert any("dtype = float16 and K" in t for t in triggers), triggers
+
+
+def test_a_product_whose_one_axis_ways_another_cause_refuses_is_still_the_product(tmp_path):
+    """grad_bias divided by batch x output positions, beside a backward of square
+    outputs only: one image of 1x2 positions raises, so the positions' way at the
+    minimal value (batch 2) is masked; 2x2 positions of one image fail, and the
+    trigger is the product, not "batch >= 2"."""
+    built = zoo.generate(3, 42)
+    cause = zoo.CAUSES["grad_bias a mean over batch x positions"]
+    assert cause in built.causes and zoo.CAUSES["backward of square outputs only"] in built.causes
+    result = run_checks(f"{ZOO}:{built.name}", CHECKS, ["conv2d"], failures_dir=tmp_path,
+                        seed=3, profile_name="zoo")
+    triggers = [bug["trigger"] for bug in result.bugs() if bug["failure"] == "grad_bias"]
+    assert triggers and all("batch x output positions >= 2" in t for t in triggers), triggers
