@@ -201,9 +201,7 @@ def describe(found: Found, state: TestState, print_script: bool = False,
             # other causes cover masked, not what this one does)
             others = [r for r in book.known(target.impl.spec, fresh=True)
                       if r.cause != known.cause]
-            own = _explanation(found, bug, others)
-            bug.explanation = list(own.rows)
-            bug.own_trigger, bug.own_conditions = own.one_line(), list(own.trigger)
+            bug.explanation = list(_explanation(found, bug, others).rows)
         return _as_sighting(book, found, bug, known)
     key = database_key(target, found.check)
     recalled = stored.recall(key, target.impl.target, failure.check, failure.function,

@@ -79,10 +79,6 @@ class Bug:
     #: the run-wide ids of the causes merged into this one (another region of it, found
     #: and published before a triage knew it was the same bug): their sightings are its
     joined: list[str] = field(default_factory=list)
-    #: a sighting's own explanation's trigger and conditions, where it has one (its case
-    #: in fewer dimensions may stand for the entry, `merge`); its `trigger` is the cause's
-    own_trigger: str = ""
-    own_conditions: list[Condition] = field(default_factory=list)
 
     @property
     def problem(self) -> ConvProblem:
@@ -162,9 +158,6 @@ class Bug:
                 "minimal": not self.not_minimal, "not_minimal_because": self.not_minimal,
                 "sightings": self.sightings, "found_on": self.found_on or None,
                 "joined_causes": self.joined,
-                **({"own_trigger": self.own_trigger,
-                    "own_conditions": [c.to_json() for c in self.own_conditions]}
-                   if self.own_trigger else {}),
                 "report": self.report}
 
     @classmethod
@@ -184,10 +177,7 @@ class Bug:
                    not_minimal=raw.get("not_minimal_because", ""),
                    sightings=list(raw.get("sightings") or []),
                    found_on=raw.get("found_on") or "",
-                   joined=list(raw.get("joined_causes") or []),
-                   own_trigger=raw.get("own_trigger", ""),
-                   own_conditions=[Condition.from_json(c)
-                                   for c in raw.get("own_conditions", [])])
+                   joined=list(raw.get("joined_causes") or []))
 
 
 #: failures that show a deterministic cause's state rather than a cause of their own
@@ -374,12 +364,6 @@ def merge(bugs: list[Bug], order: list[str]) -> list[Bug]:
                     entry.sightings.append(entry.seen())  # the case it showed
                     entry.function, entry.op, entry.found_on = (bug.function, bug.op,
                                                                 bug.found_on)
-                    # with the trigger its explanation gives: one in more dimensions can
-                    # be masked where this one is not (a backward of square outputs only
-                    # refuses the positions that carry a product in conv2d)
-                    entry.trigger, entry.conditions = (
-                        (bug.own_trigger, list(bug.own_conditions)) if bug.own_trigger
-                        else (bug.trigger, list(bug.conditions)))
                 if bug.explanation:  # the rows of the problem shown, where it has its own
                     entry.explanation = list(bug.explanation)
                 entry.case_file, entry.params, entry.layouts = (bug.case_file, bug.params,

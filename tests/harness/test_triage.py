@@ -111,33 +111,6 @@ def _bug(check: str, conditions, params: ConvProblem, failure="grad_input") -> B
                conditions=[Condition(*c) for c in conditions], explanation=[], case_file=None)
 
 
-def test_a_case_in_fewer_dimensions_shown_for_an_entry_brings_its_own_trigger():
-    """conv2d's grad_bias explained with its positions masked (a backward of square
-    outputs only) reads "batch >= 2"; conv1d's sighting of that cause, explained on its
-    own problem, reads the product. The entry shows conv1d's case, its rows and their
-    trigger, not conv2d's trigger under conv1d's rows."""
-    from conv_harness.triage.explain import Condition, Row
-    batch = [("batch", ">=", 2, None), ("bias", "in", (True,), None)]
-    wide = _bug("grad_bias", batch, problem(batch=2, bias=True), failure="grad_bias")
-    wide.trigger, wide.cause, wide.case_file = "fails when batch >= 2", "c1", "c2d.json"
-    wide.explanation = [Row("batch", None, 2, (2, 3), (1,))]
-    narrow = Bug(check="grad_bias", failure="grad_bias", function="conv1d_backward",
-                 op="conv1d", params=problem(
-                     op="conv1d", batch=2, input_size=(1,), kernel_size=(1,), stride=(1,),
-                     padding=(0,), dilation=(1,)).params(),
-                 layouts={}, trigger=wide.trigger, conditions=list(wide.conditions),
-                 explanation=[Row("batch_positions", None, 2, (2, 3), (1,))],
-                 case_file="c1d.json", cause="c1", sighting=True,
-                 own_trigger="fails when batch x output positions >= 2",
-                 own_conditions=[Condition("batch_positions", ">=", 2, None)])
-    narrow.alone = wide.alone = True
-    (entry,) = merge([wide, narrow], ["grad_bias"])
-    assert (entry.function, entry.case_file) == ("conv1d_backward", "c1d.json")
-    assert entry.trigger == "fails when batch x output positions >= 2"
-    assert [c.feature for c in entry.conditions] == ["batch_positions"]
-    assert Bug.from_json(narrow.to_json()).own_conditions == narrow.own_conditions
-
-
 def test_one_bug_seen_by_six_checks_is_one_entry_and_two_bugs_stay_two():
     padding = [("padding", ">=", 1, None)]
     stride = [("stride", ">=", 3, None), ("outputs", ">=", 2, None)]
