@@ -236,3 +236,24 @@ def test_a_product_whose_one_axis_ways_another_cause_refuses_is_still_the_produc
                         seed=3, profile_name="zoo")
     triggers = [bug["trigger"] for bug in result.bugs() if bug["failure"] == "grad_bias"]
     assert triggers and all("batch x output positions >= 2" in t for t in triggers), triggers
+
+
+@pytest.mark.parametrize("seed, index, name, checks", [
+    (1, 84, "batch block of four", ("forward", "grad_input")),
+    (1, 6, "long float16 reduction", ("forward",))])
+def test_a_case_the_sweep_left_unshrunk_is_made_plainest_beside_a_size_check(
+        tmp_path, seed, index, name, checks):
+    """The stem's neighbour (7x7, stride 2, padding 3), a sweep visit that the focused
+    search did not shrink, beside a size check that refuses a kernel longer than the
+    unpadded input: padding 0 keeping the outputs widens the input, and stride 1
+    keeping them narrows it under the kernel (refused). The explanation's plainest
+    problem takes the outputs at their least with padding 0, and a stride whose 1
+    another cause masked: the case is the cause's minimal one (it kept padding 1 and
+    batch 9, or stride 2 and padding 3)."""
+    built = zoo.generate(seed, index)
+    cause = zoo.CAUSES[name]
+    assert {cause, zoo.CAUSES["size check without padding"]} <= set(built.causes)
+    result = run_checks(f"{ZOO}:{built.name}", list(checks), ["conv2d"],
+                        failures_dir=tmp_path, seed=seed, profile_name="zoo")
+    shown = [ConvProblem.from_params(b["op"], b["params"]) for b in result.bugs()]
+    assert any(cause.minimal(p) for p in shown), [p.describe() for p in shown]
