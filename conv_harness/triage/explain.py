@@ -507,9 +507,10 @@ def _plainest(p: ConvProblem, layouts: dict[str, str], rows: list[Row],
             if value not in row.fails:
                 continue
         elif row.feature in in_trigger or row.passes or len(row.fails) < 2 or (
-                value not in row.fails and value not in dict(row.other)):
+                value not in row.fails and dict(row.other).get(value, KNOWN) == KNOWN):
             # (a trivial value another cause masked, with no value passing: the size
-            # check refuses stride 1 at these outputs, not with the others changed too)
+            # check refuses stride 1 at these outputs, not with the others changed too;
+            # one in a known bug's region stays there, whatever else changes)
             continue
         if value == row.minimal:
             continue
