@@ -47,6 +47,7 @@ from hypothesis.errors import FlakyFailure, Unsatisfiable
 from conv_harness.searching import suite
 from conv_harness.checks.diagnosis import diagnose
 from conv_harness.checks.registry import examine
+from conv_harness.options import DEFAULT_MAX_BUGS
 from conv_harness.records.coverage import Tally
 from conv_harness.records.failures import script_path
 from conv_harness.problem import ConvCase, in_fewer_dimensions
@@ -68,11 +69,9 @@ from conv_harness.triage.catalog import Bug, part_of, signature
 from conv_harness.triage.causes import CauseBook
 from conv_harness.triage.explain import Explanation, explain, failure_probe
 from conv_harness.searching import sweep
-from conv_harness.options import DEFAULT_MAX_BUGS
 from conv_harness.triage import stored
 from conv_harness.triage.history import HISTORY, history_dependent, verify_alone
 from strategies.problems import Focus
-
 
 
 def identity(spec: str) -> str:

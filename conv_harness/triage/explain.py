@@ -524,9 +524,11 @@ def _plainest(p: ConvProblem, layouts: dict[str, str], rows: list[Row],
         # kernel, to keep its outputs): with the outputs at their least instead (the
         # input shrinks to the kernel's span), and the others without it
         every = tuple(range(len(p.input_size)))
-        least_outputs = _changed(p, layouts, [*changes, ("outputs", 1, every)], growing=True)
+        least_outputs = _changed(p, layouts, [*changes, ("outputs", ft.trivial("outputs", caps),
+                                                         every)], growing=True)
         tries = [least_outputs] if _plainer(least_outputs[0], p) else []
         tries.append(_changed(p, layouts, changes, growing=False))
+    # the first try draws its data from the seed the one plainest try always had
     for i, (q, q_layouts) in enumerate(tries):
         if q != p or q_layouts != layouts:
             trials.outcome(q, q_layouts, ("plainest",) if i == 0 else ("plainest", i))
