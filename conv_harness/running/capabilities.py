@@ -27,6 +27,7 @@ strategies draw from.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from functools import lru_cache
 from typing import Any, Iterable, Mapping, Union
 
 from conv_harness.problem import ALL_DTYPES, DTYPES, LAYOUTS_OF, OPS, bfloat16
@@ -245,6 +246,9 @@ class Capabilities:
         if any function needs it there. With no functions: the module's.
         ``dtypes`` may come out empty: the functions share no dtype.
         """
+        return _for_functions(self, tuple(functions))
+
+    def _combined(self, functions: tuple[str, ...]) -> "Capabilities":
         flats = [self.function(name) for name in functions] or [replace(self, functions=())]
         values: dict[str, Any] = {
             "dtypes": tuple(d for d in ALL_DTYPES if all(d in f.dtypes for f in flats)),
@@ -362,3 +366,10 @@ class Capabilities:
             if extra:
                 out.append(f"{name}: " + ", ".join(extra))
         return out
+
+
+@lru_cache(maxsize=256)
+def _for_functions(caps: Capabilities, functions: tuple[str, ...]) -> Capabilities:
+    """`Capabilities.for_functions`, kept: it is pure (both are frozen), and the checks ask
+    it for the same few sets of functions at every call of the implementation."""
+    return caps._combined(functions)
