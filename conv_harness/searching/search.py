@@ -410,7 +410,8 @@ def triage(state: TestState, target: Target, check: str, first: list[Found],
     known = [b for b in bugs if _excludes(b)]
     stop = f"stopped at --conv-max-bugs {max_bugs}"
     beyond = False  # whether the catalogue sweep has run outside the known bugs' regions
-    for _ in range(max_bugs + 3):  # a duplicate costs a round, never an endless loop
+    rounds = max_bugs + 3  # a duplicate costs a round, never an endless loop
+    for _ in range(rounds):
         if sum(not b.sighting for b in bugs) >= max_bugs:
             break
         if state.budget.spent():
@@ -459,6 +460,12 @@ def triage(state: TestState, target: Target, check: str, first: list[Found],
             stop = (f"a further search met {bug.function}'s results that depend on earlier "
                     "calls again, which no search can exclude: other bugs may remain")
             break
+    else:
+        if sum(not b.sighting for b in bugs) < max_bugs:
+            # every round spent, some on bugs met again (a cause whose region is stated
+            # piecewise, one stride at a time, is met at each piece): not the bug limit
+            stop = (f"stopped after {rounds} further searches, those that met the bugs "
+                    "above again among them: other bugs may remain")
     return bugs, stop
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -145,6 +146,11 @@ def test_a_default_run_finds_each_fast_path_bug_and_shrinks_it(name, run, tmp_pa
     bugs, out = triaged(f"{HERE / 'fast_paths.py'}:{name}", FORWARD_CHECKS,
                         (OPS[name],), failures, seed=run)
     assert bugs, f"{name}: not found\n{out[-3000:]}"
+    # a check that stopped at the bug limit found that many (wav2vec_frames' one cause,
+    # met again at each stride, spent the rounds and was said to reach the limit)
+    for found, limit in re.findall(r"found (\d+) distinct bugs? \(stopped at --conv-max-bugs "
+                                   r"(\d+)\)", out):
+        assert int(found) >= int(limit), out[-3000:]
     wrong = []  # every entry's outcome, before any assertion
     for bug in bugs:
         record = json.loads((failures / bug["case_file"]).read_text())
