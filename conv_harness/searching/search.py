@@ -412,7 +412,7 @@ def triage(state: TestState, target: Target, check: str, first: list[Found],
     beyond = False  # whether the catalogue sweep has run outside the known bugs' regions
     rounds = max_bugs + 3  # a duplicate costs a round, never an endless loop
     for _ in range(rounds):
-        if sum(not b.sighting for b in bugs) >= max_bugs:
+        if _causes_counted(bugs) >= max_bugs:
             break
         if state.budget.spent():
             stop = "stopped: --conv-budget spent"
@@ -461,12 +461,17 @@ def triage(state: TestState, target: Target, check: str, first: list[Found],
                     "calls again, which no search can exclude: other bugs may remain")
             break
     else:
-        if sum(not b.sighting for b in bugs) < max_bugs:
+        if _causes_counted(bugs) < max_bugs:
             # every round spent, some on bugs met again (a cause whose region is stated
             # piecewise, one stride at a time, is met at each piece): not the bug limit
             stop = (f"stopped after {rounds} further searches, those that met the bugs "
                     "above again among them: other bugs may remain")
     return bugs, stop
+
+
+def _causes_counted(bugs: list[Bug]) -> int:
+    """The bugs that count towards --conv-max-bugs: new causes, not sightings."""
+    return sum(not b.sighting for b in bugs)
 
 
 def _cut_short(ran: int, excluded: int) -> str:
